@@ -1,0 +1,24 @@
+// A loss turns predictions and targets into per-element values and scaled gradients.
+#pragma once
+
+#include "tinyfuse/object.h"
+
+namespace tinyfuse {
+
+class Loss {
+ public:
+  virtual ~Loss() = default;
+  virtual Device device() const = 0;
+  // prediction: (batch, padded width) of the network's output dtype; target: (batch, n_target)
+  // FP32 with n_target <= padded width; values and gradients: (batch, padded width) FP32 and
+  // prediction dtype. Columns past n_target get value 0 and gradient 0.
+  // gradients = loss_scale * dLoss/dprediction, where Loss = sum(values) (values are already
+  // divided by the number of target elements, so Loss is the mean). data_pdf: optional (batch, 1).
+  virtual void evaluate(float loss_scale, const TensorView& prediction, const TensorView& target,
+                        const TensorView& values, const TensorView& gradients,
+                        const TensorView* data_pdf = nullptr) const = 0;
+  virtual json hyperparams() const = 0;
+  virtual std::string name() const = 0;
+};
+
+}  // namespace tinyfuse

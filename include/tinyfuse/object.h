@@ -1,0 +1,75 @@
+// tiny-cuda-nn's object model: a differentiable function of an input batch and a flat parameter
+// buffer, with forward state kept in a Context between forward() and backward().
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tinyfuse/common.h"
+#include "tinyfuse/random.h"
+#include "tinyfuse/tensor.h"
+
+namespace tinyfuse {
+
+using json = nlohmann::json;
+
+// Forward state a backward() needs (activations, ...). Each object subclasses it.
+struct Context {
+  virtual ~Context() = default;
+};
+
+// Where a run of parameters sits in the flat buffer and what it is. Optimizers use this
+// (e.g. Adam's non_matrix_learning_rate_factor; l2_reg applies to matrices only).
+struct ParamSegment {
+  enum class Kind { Matrix, Vector, Grid };
+  size_t offset = 0;
+  size_t count = 0;
+  Kind kind = Kind::Matrix;
+  uint32_t fan_out = 0, fan_in = 0;  // for matrices
+};
+
+class DifferentiableObject {
+ public:
+  virtual ~DifferentiableObject() = default;
+
+  virtual Device device() const = 0;
+  // dtype of the parameters the object computes with (the optimizer keeps an FP32 master copy).
+  virtual DType param_dtype() const = 0;
+  // dtype of inputs it accepts and outputs it writes.
+  virtual DType input_dtype() const = 0;
+  virtual DType output_dtype() const = 0;
+
+  virtual uint32_t input_width() const = 0;
+  virtual uint32_t padded_output_width() const = 0;
+  virtual uint32_t output_width() const = 0;
+
+  virtual size_t n_params() const = 0;
+  virtual std::vector<ParamSegment> param_segments() const = 0;
+
+  // Points the object at caller-owned buffers of n_params() elements of param_dtype() on device().
+  // `inference_params` may equal `params`; `gradients` may be empty if no backward() is run.
+  virtual void set_params(const TensorView& params, const TensorView& inference_params,
+                          const TensorView& gradients) = 0;
+  // Writes initial values into a host FP32 buffer of n_params() elements.
+  virtual void initialize_params(Pcg32& rng, float* params_host, float scale = 1.0f) = 0;
+
+  // Output from the inference parameters; no state is kept.
+  virtual void inference(const TensorView& input, const TensorView& output) = 0;
+  // `output` may be null when only the context is wanted.
+  virtual std::unique_ptr<Context> forward(const TensorView& input, const TensorView* output,
+                                           bool use_inference_params = false,
+                                           bool prepare_input_gradients = false) = 0;
+  // `dL_dinput` may be null when input gradients are not needed.
+  virtual void backward(const Context& ctx, const TensorView& input, const TensorView& output,
+                        const TensorView& dL_doutput, const TensorView* dL_dinput,
+                        bool use_inference_params = false,
+                        GradientMode param_gradients_mode = GradientMode::Overwrite) = 0;
+
+  virtual json hyperparams() const = 0;
+  virtual std::string name() const = 0;
+};
+
+}  // namespace tinyfuse

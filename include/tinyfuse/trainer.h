@@ -1,0 +1,67 @@
+// Trainer: owns the parameter buffers (FP32 master, the model's compute copy, gradients) and runs
+// forward, loss, backward and the optimizer step, as tiny-cuda-nn's Trainer does.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "tinyfuse/buffer.h"
+#include "tinyfuse/loss.h"
+#include "tinyfuse/object.h"
+#include "tinyfuse/optimizer.h"
+
+namespace tinyfuse {
+
+class Trainer {
+ public:
+  // Initialises the parameters from `seed` (PCG32) scaled by `param_scale`.
+  Trainer(std::shared_ptr<DifferentiableObject> model, std::shared_ptr<Optimizer> optimizer,
+          std::shared_ptr<Loss> loss, uint64_t seed = 1337, float param_scale = 1.0f);
+
+  // One full step: forward, loss, backward, optimizer. Returns the mean loss over the batch
+  // (this reads a value back, so it waits for the step on GPUs).
+  float training_step(const TensorView& input, const TensorView& target,
+                      const TensorView* data_pdf = nullptr);
+  // The same without the read-back: the loss of the last step is available from last_loss().
+  void training_step_async(const TensorView& input, const TensorView& target,
+                           const TensorView* data_pdf = nullptr);
+  float last_loss() const;
+
+  // Forward + loss + backward only; gradients are left in gradients().
+  void forward_backward(const TensorView& input, const TensorView& target,
+                        const TensorView* data_pdf = nullptr);
+  void optimizer_step();
+
+  // tiny-cuda-nn's default: 128 for 16-bit parameters, 1 for FP32 and FP64.
+  float loss_scale() const { return loss_scale_; }
+  void set_loss_scale(float s) { loss_scale_ = s; }
+
+  // FP32 master parameters: read back to / set from the host (the compute copy is refreshed).
+  std::vector<float> params_host() const;
+  void set_params_host(const std::vector<float>& params);
+
+  TensorView params() const;
+  TensorView inference_params() const;
+  TensorView gradients() const;
+
+  DifferentiableObject& model() const { return *model_; }
+  Optimizer& optimizer() const { return *optimizer_; }
+  Loss& loss() const { return *loss_; }
+
+ private:
+  void refresh_compute_params();
+  DType loss_value_dtype() const;
+  void ensure_batch_buffers(int64_t batch, Stream stream);
+
+  std::shared_ptr<DifferentiableObject> model_;
+  std::shared_ptr<Optimizer> optimizer_;
+  std::shared_ptr<Loss> loss_;
+  float loss_scale_ = 1.0f;
+  Buffer master_, params_, inference_params_, gradients_;
+  Buffer output_, loss_values_, loss_gradients_;
+  int64_t batch_capacity_ = 0;
+  TensorView last_values_;
+  bool has_last_loss_ = false;
+};
+
+}  // namespace tinyfuse

@@ -1,0 +1,87 @@
+// The activation functions and their derivatives, shared by the CPU and GPU backends.
+// Definitions follow tiny-cuda-nn: LeakyReLU slope 0.01; Squareplus and Softplus are sharpened
+// by K_ACT = 10 (squareplus(10x)/10, log(1 + exp(10x))/10); SiLU is x * sigmoid(x).
+// Derivatives are taken from the pre-activation value z, which every backend keeps.
+#pragma once
+
+#include <cmath>
+
+#include "tinyfuse/activation.h"
+
+#if defined(__CUDACC__) || defined(__HIPCC__)
+#define TF_HOST_DEVICE __host__ __device__
+#else
+#define TF_HOST_DEVICE
+#endif
+
+namespace tinyfuse {
+
+constexpr float kActivationSharpness = 10.0f;  // tiny-cuda-nn's K_ACT
+constexpr float kLeakyReluSlope = 0.01f;
+
+template <typename T>
+TF_HOST_DEVICE inline T activate(Activation a, T z) {
+  using std::exp;
+  using std::log;
+  using std::sin;
+  using std::sqrt;
+  using std::tanh;
+  const T k = T(kActivationSharpness);
+  switch (a) {
+    case Activation::None: return z;
+    case Activation::ReLU: return z > T(0) ? z : T(0);
+    case Activation::LeakyReLU: return z > T(0) ? z : T(kLeakyReluSlope) * z;
+    case Activation::SiLU: return z / (T(1) + exp(-z));
+    case Activation::Exponential: return exp(z);
+    case Activation::Sine: return sin(z);
+    case Activation::Sigmoid: return T(1) / (T(1) + exp(-z));
+    case Activation::Squareplus: {
+      T x = k * z;
+      return T(0.5) * (x + sqrt(x * x + T(4))) / k;
+    }
+    case Activation::Softplus: {
+      // log(1 + exp(kz)) / k, written to stay finite for large |kz|.
+      T x = k * z;
+      return (x > T(0) ? x + log(T(1) + exp(-x)) : log(T(1) + exp(x))) / k;
+    }
+    case Activation::Tanh: return tanh(z);
+  }
+  return z;
+}
+
+// d activate(a, z) / dz.
+template <typename T>
+TF_HOST_DEVICE inline T activate_derivative(Activation a, T z) {
+  using std::cos;
+  using std::exp;
+  using std::sqrt;
+  using std::tanh;
+  const T k = T(kActivationSharpness);
+  switch (a) {
+    case Activation::None: return T(1);
+    case Activation::ReLU: return z > T(0) ? T(1) : T(0);
+    case Activation::LeakyReLU: return z > T(0) ? T(1) : T(kLeakyReluSlope);
+    case Activation::SiLU: {
+      T s = T(1) / (T(1) + exp(-z));
+      return s * (T(1) + z * (T(1) - s));
+    }
+    case Activation::Exponential: return exp(z);
+    case Activation::Sine: return cos(z);
+    case Activation::Sigmoid: {
+      T s = T(1) / (T(1) + exp(-z));
+      return s * (T(1) - s);
+    }
+    case Activation::Squareplus: {
+      T x = k * z;
+      return T(0.5) * (T(1) + x / sqrt(x * x + T(4)));
+    }
+    case Activation::Softplus: return T(1) / (T(1) + exp(-k * z));
+    case Activation::Tanh: {
+      T t = tanh(z);
+      return T(1) - t * t;
+    }
+  }
+  return T(1);
+}
+
+}  // namespace tinyfuse

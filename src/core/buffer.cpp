@@ -1,0 +1,160 @@
+#include "tinyfuse/buffer.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <vector>
+
+#include "core/half.h"
+#include "core/gpu_hooks.h"
+
+namespace tinyfuse {
+
+namespace {
+
+constexpr size_t kHostAlignment = 64;
+
+void* host_alloc(size_t bytes) {
+  void* p = std::aligned_alloc(kHostAlignment, next_multiple(bytes, kHostAlignment));
+  if (!p) throw Error("out of host memory allocating " + std::to_string(bytes) + " bytes");
+  return p;
+}
+
+double load_as_double(const void* base, DType t, int64_t i) {
+  switch (t) {
+    case DType::F32: return static_cast<const float*>(base)[i];
+    case DType::F64: return static_cast<const double*>(base)[i];
+    case DType::F16: return half_bits_to_float(static_cast<const uint16_t*>(base)[i]);
+    case DType::BF16: return bf16_bits_to_float(static_cast<const uint16_t*>(base)[i]);
+  }
+  return 0;
+}
+
+void store_from_double(void* base, DType t, int64_t i, double v) {
+  switch (t) {
+    case DType::F32: static_cast<float*>(base)[i] = static_cast<float>(v); break;
+    case DType::F64: static_cast<double*>(base)[i] = v; break;
+    case DType::F16: static_cast<uint16_t*>(base)[i] = float_to_half_bits(static_cast<float>(v)); break;
+    case DType::BF16: static_cast<uint16_t*>(base)[i] = float_to_bf16_bits(static_cast<float>(v)); break;
+  }
+}
+
+// Element offset of (r, c) in a view.
+int64_t offset(const TensorView& t, int64_t r, int64_t c) { return r * t.strides[0] + (t.ndim == 2 ? c * t.strides[1] : 0); }
+
+// Host copy of a view's elements, densely packed, in its own dtype.
+std::vector<char> to_host_dense(const TensorView& src) {
+  std::vector<char> out(static_cast<size_t>(src.numel()) * dtype_size(src.dtype));
+  if (src.device == Device::CPU) {
+    const size_t es = dtype_size(src.dtype);
+    for (int64_t r = 0; r < src.rows(); ++r)
+      for (int64_t c = 0; c < src.cols(); ++c)
+        std::memcpy(out.data() + (r * src.cols() + c) * es,
+                    static_cast<const char*>(src.data) + offset(src, r, c) * static_cast<int64_t>(es), es);
+  } else {
+    gpu_hooks().copy_to_host_dense(src, out.data());
+  }
+  return out;
+}
+
+}  // namespace
+
+Buffer::Buffer(Device device, size_t bytes) : device_(device) { reserve(bytes); }
+Buffer::~Buffer() { release(); }
+Buffer::Buffer(Buffer&& o) noexcept : device_(o.device_), data_(o.data_), bytes_(o.bytes_) {
+  o.data_ = nullptr;
+  o.bytes_ = 0;
+}
+Buffer& Buffer::operator=(Buffer&& o) noexcept {
+  if (this != &o) {
+    release();
+    device_ = o.device_;
+    data_ = o.data_;
+    bytes_ = o.bytes_;
+    o.data_ = nullptr;
+    o.bytes_ = 0;
+  }
+  return *this;
+}
+
+void Buffer::release() {
+  if (!data_) return;
+  if (device_ == Device::CPU) std::free(data_);
+  else gpu_hooks().free(data_);
+  data_ = nullptr;
+  bytes_ = 0;
+}
+
+void Buffer::reserve(size_t bytes) {
+  if (bytes <= bytes_ && data_) return;
+  release();
+  if (bytes == 0) return;
+  data_ = device_ == Device::CPU ? host_alloc(bytes) : gpu_hooks().alloc(bytes);
+  bytes_ = bytes;
+}
+
+TensorView Buffer::matrix(DType dtype, int64_t rows, int64_t cols, Stream stream) const {
+  if (static_cast<size_t>(rows * cols) * dtype_size(dtype) > bytes_)
+    throw Error("internal: buffer of " + std::to_string(bytes_) + " bytes too small for a view");
+  return TensorView::matrix(data_, dtype, device_, rows, cols, stream);
+}
+
+TensorView Buffer::vector(DType dtype, int64_t n, Stream stream) const {
+  if (static_cast<size_t>(n) * dtype_size(dtype) > bytes_)
+    throw Error("internal: buffer of " + std::to_string(bytes_) + " bytes too small for a view");
+  return TensorView::vector(data_, dtype, device_, n, stream);
+}
+
+void copy_tensor(const TensorView& dst, const TensorView& src) {
+  if (dst.rows() != src.rows() || dst.cols() != src.cols())
+    throw ShapeError("copy_tensor: shapes differ: " + dst.describe() + " <- " + src.describe());
+  if (dst.device != Device::CPU && src.device != Device::CPU && dst.dtype == src.dtype) {
+    gpu_hooks().copy_device(dst, src);
+    return;
+  }
+  if (dst.device != Device::CPU && src.device == Device::CPU && dst.dtype == src.dtype && dst.contiguous() &&
+      src.contiguous()) {
+    gpu_hooks().copy_from_host_dense(dst, src.data);
+    return;
+  }
+  std::vector<char> host = to_host_dense(src);
+  std::vector<char> converted(static_cast<size_t>(dst.numel()) * dtype_size(dst.dtype));
+  for (int64_t i = 0; i < src.numel(); ++i)
+    store_from_double(converted.data(), dst.dtype, i, load_as_double(host.data(), src.dtype, i));
+  if (dst.device == Device::CPU) {
+    const size_t es = dtype_size(dst.dtype);
+    for (int64_t r = 0; r < dst.rows(); ++r)
+      for (int64_t c = 0; c < dst.cols(); ++c)
+        std::memcpy(static_cast<char*>(dst.data) + offset(dst, r, c) * static_cast<int64_t>(es),
+                    converted.data() + (r * dst.cols() + c) * es, es);
+  } else {
+    gpu_hooks().copy_from_host_dense(dst, converted.data());
+  }
+}
+
+void fill_tensor(const TensorView& dst, double value) {
+  if (dst.device != Device::CPU) {
+    gpu_hooks().fill(dst, value);
+    return;
+  }
+  std::vector<char> one(dtype_size(dst.dtype));
+  store_from_double(one.data(), dst.dtype, 0, value);
+  const size_t es = one.size();
+  for (int64_t r = 0; r < dst.rows(); ++r)
+    for (int64_t c = 0; c < dst.cols(); ++c)
+      std::memcpy(static_cast<char*>(dst.data) + offset(dst, r, c) * static_cast<int64_t>(es), one.data(), es);
+}
+
+void synchronize(Device device, Stream stream) {
+  if (device != Device::CPU) gpu_hooks().synchronize(stream);
+}
+
+double sum_tensor(const TensorView& t) {
+  if (t.device != Device::CPU) return gpu_hooks().sum(t);
+  double s = 0;
+  for (int64_t r = 0; r < t.rows(); ++r)
+    for (int64_t c = 0; c < t.cols(); ++c) s += load_as_double(t.data, t.dtype, offset(t, r, c));
+  return s;
+}
+
+}  // namespace tinyfuse

@@ -1,0 +1,22 @@
+// The few memory operations the device-neutral core needs from a GPU backend. A build without
+// one gets hooks that throw UnsupportedError explaining how to enable it.
+#pragma once
+
+#include "tinyfuse/tensor.h"
+
+namespace tinyfuse {
+
+struct GpuHooks {
+  void* (*alloc)(size_t bytes);
+  void (*free)(void* p);
+  void (*copy_device)(const TensorView& dst, const TensorView& src);
+  void (*copy_to_host_dense)(const TensorView& src, void* host);
+  void (*copy_from_host_dense)(const TensorView& dst, const void* host);
+  void (*fill)(const TensorView& dst, double value);
+  void (*synchronize)(Stream stream);
+  double (*sum)(const TensorView& t);
+};
+
+const GpuHooks& gpu_hooks();
+
+}  // namespace tinyfuse

@@ -1,0 +1,29 @@
+// GPU hooks of a build without a GPU backend: every call explains how to get one.
+#include "core/gpu_hooks.h"
+
+#include "tinyfuse/errors.h"
+
+namespace tinyfuse {
+
+namespace {
+[[noreturn]] void no_gpu() {
+  throw UnsupportedError(
+      "this tinyfuse was built without a GPU backend (rule: Device::CUDA needs a CUDA build); "
+      "configure with -DTINYFUSE_CUDA=ON, or use Device::CPU");
+}
+void* alloc(size_t) { no_gpu(); }
+void release(void*) {}
+void copy_device(const TensorView&, const TensorView&) { no_gpu(); }
+void to_host(const TensorView&, void*) { no_gpu(); }
+void from_host(const TensorView&, const void*) { no_gpu(); }
+void fill(const TensorView&, double) { no_gpu(); }
+void sync(Stream) { no_gpu(); }
+double sum(const TensorView&) { no_gpu(); }
+}  // namespace
+
+const GpuHooks& gpu_hooks() {
+  static const GpuHooks hooks{alloc, release, copy_device, to_host, from_host, fill, sync, sum};
+  return hooks;
+}
+
+}  // namespace tinyfuse

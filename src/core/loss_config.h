@@ -1,0 +1,17 @@
+// Loss otypes and their (key-less) config.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "tinyfuse/object.h"
+
+namespace tinyfuse {
+
+enum class LossKind { L2, L1, RelativeL2, RelativeL2Luminance, RelativeL1, MAPE, SMAPE, CrossEntropy, Variance };
+
+const std::vector<std::string>& loss_names();  // indexed by LossKind
+// tiny-cuda-nn's default otype is RelativeL2; losses take no other keys.
+LossKind parse_loss_config(const json& config, const std::string& path = "loss");
+
+}  // namespace tinyfuse

@@ -1,0 +1,113 @@
+#include "core/network_config.h"
+
+#include <algorithm>
+
+#include "core/config_reader.h"
+
+namespace tinyfuse {
+
+namespace {
+
+constexpr uint32_t kTensorCoreAlignment = 16;  // tiny-cuda-nn's output padding and input alignment
+
+// Which devices run each otype in this build.
+bool runs_on(const std::string& otype, Device device) {
+  const bool gpu_only = otype == "BlasLtMLP" || otype == "BlasLtMLPFP16" || otype == "Width64FusedMLP";
+  if (device == Device::CPU) return !gpu_only;
+#ifdef TINYFUSE_WITH_CUDA
+  (void)otype;
+  return false;  // the CUDA backend registers its otypes as they land
+#else
+  return false;
+#endif
+}
+
+}  // namespace
+
+const std::vector<std::string>& all_network_otypes() {
+  static const std::vector<std::string> names = {"PortableMLP", "FullyFusedMLP", "CutlassMLP",    "MLP",
+                                                 "BlasLtMLP",   "BlasLtMLPFP16", "Width64FusedMLP"};
+  return names;
+}
+
+std::vector<std::string> network_otypes_on(Device device) {
+  std::vector<std::string> out;
+  for (const auto& n : all_network_otypes())
+    if (runs_on(n, device)) out.push_back(n);
+  return out;
+}
+
+MlpSpec parse_network_config(const json& config, uint32_t n_input_dims, uint32_t n_output_dims, Device device,
+                             const std::string& path) {
+  std::vector<std::string> known = all_network_otypes();
+#ifndef TINYFUSE_WITH_HIP
+  // The seed's AMD names mean nothing outside a HIP build; say so rather than "unknown".
+  if (config.is_object() && config.contains("otype") && config["otype"].is_string()) {
+    const std::string o = config["otype"].get<std::string>();
+    for (const char* amd : {"HipBLASLtMLP", "HipBLASLtMLPFP16", "RocWMMAWidth64MLP"})
+      if (equals_case_insensitive(o, amd))
+        throw ConfigError(path + ".otype", "\"" + o + "\"", "AMD otype names are accepted only in HIP builds",
+                          "BlasLtMLP, BlasLtMLPFP16, Width64FusedMLP (the same networks by their portable names)");
+  }
+#endif
+  const json defaulted = config.is_object() && !config.contains("otype") ? [&] {
+    json c = config;
+    c["otype"] = "MLP";  // tiny-cuda-nn's default
+    return c;
+  }() : config;
+  MlpSpec spec;
+  spec.otype = read_otype(defaulted, path, known);
+  if (spec.otype == "MLP") spec.otype = "CutlassMLP";  // tiny-cuda-nn's alias
+  ConfigReader r(defaulted, path, {"n_neurons", "n_hidden_layers", "activation", "output_activation", "n_input_dims", "n_output_dims"});
+
+  if (!runs_on(spec.otype, device)) {
+    std::string accepted = join(network_otypes_on(device));
+    std::string rule = device == Device::CPU ? spec.otype + " runs only on CUDA devices"
+#ifdef TINYFUSE_WITH_CUDA
+                                             : spec.otype + " has no CUDA implementation in this version";
+#else
+                                             : std::string("this build has no CUDA backend (configure with -DTINYFUSE_CUDA=ON)");
+#endif
+    r.fail("otype", rule, accepted.empty() ? "none on " + to_string(device) + " in this build" : accepted);
+  }
+
+  if (r.has("n_input_dims") && r.get_uint("n_input_dims", 0, 0, UINT32_MAX) != n_input_dims)
+    r.fail("n_input_dims", "differs from the model's input width " + std::to_string(n_input_dims), std::to_string(n_input_dims));
+  if (r.has("n_output_dims") && r.get_uint("n_output_dims", 0, 0, UINT32_MAX) != n_output_dims)
+    r.fail("n_output_dims", "differs from the model's output width " + std::to_string(n_output_dims), std::to_string(n_output_dims));
+
+  spec.input_width = n_input_dims;
+  spec.output_width = n_output_dims;
+  spec.activation = parse_activation(r.get_string("activation", "ReLU"), r.key_path("activation"));
+  spec.output_activation = parse_activation(r.get_string("output_activation", "None"), r.key_path("output_activation"));
+  if (n_input_dims == 0) throw ConfigError(path + ".n_input_dims", "0", "a network needs at least one input", ">= 1");
+  if (n_output_dims == 0) throw ConfigError(path + ".n_output_dims", "0", "a network needs at least one output", ">= 1");
+
+  if (spec.otype == "FullyFusedMLP") {
+    spec.n_neurons = r.get_uint("n_neurons", 128, 16, 128);
+    if (spec.n_neurons != 16 && spec.n_neurons != 32 && spec.n_neurons != 64 && spec.n_neurons != 128)
+      r.fail("n_neurons", "FullyFusedMLP runs hidden widths of tensor-core tiles only", "16, 32, 64, 128 (or CutlassMLP / PortableMLP for any width)");
+    spec.n_hidden_layers = r.get_uint("n_hidden_layers", 5, 1, 64);
+  } else {
+    spec.n_neurons = r.get_uint("n_neurons", 128, 1, 8192);
+    spec.n_hidden_layers = r.get_uint("n_hidden_layers", 5, 0, 64);
+  }
+
+  if (spec.otype == "FullyFusedMLP" || spec.otype == "CutlassMLP") {
+    // tiny-cuda-nn semantics: no biases, output padded to 16, input aligned to 16.
+    spec.biases = false;
+    spec.padded_output_width = next_multiple(n_output_dims, kTensorCoreAlignment);
+    spec.input_alignment = kTensorCoreAlignment;
+    if (spec.otype == "FullyFusedMLP" && n_input_dims % kTensorCoreAlignment != 0)
+      throw ConfigError(path + ".n_input_dims", std::to_string(n_input_dims),
+                        "FullyFusedMLP reads inputs in 16-wide tiles, so its input width must be a multiple of 16",
+                        "a multiple of 16; put an encoding in front (NetworkWithInputEncoding with {\"otype\": \"Identity\"} pads with 1s, as tiny-cuda-nn)");
+  } else {
+    spec.biases = true;
+    spec.padded_output_width = n_output_dims;
+    spec.input_alignment = 1;
+  }
+  return spec;
+}
+
+}  // namespace tinyfuse

@@ -1,0 +1,35 @@
+// Reading a network config into a device-neutral description (MlpSpec), with every rule of
+// each otype checked here once, so all backends agree on what is accepted.
+#pragma once
+
+#include <string>
+
+#include "tinyfuse/activation.h"
+#include "tinyfuse/common.h"
+#include "tinyfuse/object.h"
+
+namespace tinyfuse {
+
+// Shape and semantics of an MLP, resolved from its config.
+struct MlpSpec {
+  std::string otype;
+  uint32_t input_width = 0;
+  uint32_t n_neurons = 128;
+  uint32_t n_hidden_layers = 5;
+  uint32_t output_width = 0;
+  uint32_t padded_output_width = 0;  // output_width, or rounded up to 16 with tiny-cuda-nn semantics
+  uint32_t input_alignment = 1;
+  Activation activation = Activation::ReLU;
+  Activation output_activation = Activation::None;
+  bool biases = true;
+};
+
+// All network otypes tinyfuse knows, and those this build runs on `device`.
+const std::vector<std::string>& all_network_otypes();
+std::vector<std::string> network_otypes_on(Device device);
+
+// Parses and checks `config` ("network" section) for the given device; throws ConfigError.
+MlpSpec parse_network_config(const json& config, uint32_t n_input_dims, uint32_t n_output_dims, Device device,
+                             const std::string& path = "network");
+
+}  // namespace tinyfuse

@@ -1,0 +1,134 @@
+#include "core/network_with_input_encoding.h"
+
+#include "tinyfuse/buffer.h"
+
+namespace tinyfuse {
+
+namespace {
+
+struct ComposedContext : Context {
+  Buffer encoded;  // the encoding's output, the network's input
+  std::unique_ptr<Context> encoding_ctx, network_ctx;
+};
+
+class NetworkWithInputEncoding final : public DifferentiableObject {
+ public:
+  NetworkWithInputEncoding(std::shared_ptr<Encoding> encoding, std::shared_ptr<Network> network)
+      : encoding_(std::move(encoding)), network_(std::move(network)) {
+    if (encoding_->device() != network_->device())
+      throw UnsupportedError("NetworkWithInputEncoding: encoding on " + to_string(encoding_->device()) +
+                             " but network on " + to_string(network_->device()) + "; build both for one device");
+    if (encoding_->output_dtype() != network_->input_dtype())
+      throw UnsupportedError("NetworkWithInputEncoding: encoding writes " + to_string(encoding_->output_dtype()) +
+                             " but network reads " + to_string(network_->input_dtype()));
+    if (encoding_->padded_output_width() != network_->input_width())
+      throw ShapeError("NetworkWithInputEncoding: encoding's padded output width " +
+                       std::to_string(encoding_->padded_output_width()) + " differs from network input width " +
+                       std::to_string(network_->input_width()));
+  }
+
+  Device device() const override { return network_->device(); }
+  DType param_dtype() const override { return network_->param_dtype(); }
+  DType input_dtype() const override { return encoding_->input_dtype(); }
+  DType output_dtype() const override { return network_->output_dtype(); }
+  uint32_t input_width() const override { return encoding_->input_width(); }
+  uint32_t padded_output_width() const override { return network_->padded_output_width(); }
+  uint32_t output_width() const override { return network_->output_width(); }
+  size_t n_params() const override { return network_->n_params() + encoding_->n_params(); }
+
+  // Network parameters first, then the encoding's (tiny-cuda-nn's order).
+  std::vector<ParamSegment> param_segments() const override {
+    auto segs = network_->param_segments();
+    for (auto s : encoding_->param_segments()) {
+      s.offset += network_->n_params();
+      segs.push_back(s);
+    }
+    return segs;
+  }
+
+  void set_params(const TensorView& params, const TensorView& inference_params, const TensorView& gradients) override {
+    network_->set_params(head(params), head(inference_params), head(gradients));
+    encoding_->set_params(tail(params), tail(inference_params), tail(gradients));
+  }
+
+  void initialize_params(Pcg32& rng, float* params, float scale) override {
+    network_->initialize_params(rng, params, scale);
+    encoding_->initialize_params(rng, params + network_->n_params(), scale);
+  }
+
+  void inference(const TensorView& input, const TensorView& output) override {
+    Buffer encoded;
+    TensorView enc = encoded_view(encoded, input);
+    encoding_->inference(input, enc);
+    network_->inference(enc, output);
+  }
+
+  std::unique_ptr<Context> forward(const TensorView& input, const TensorView* output, bool use_inference_params,
+                                   bool prepare_input_gradients) override {
+    auto ctx = std::make_unique<ComposedContext>();
+    TensorView enc = encoded_view(ctx->encoded, input);
+    ctx->encoding_ctx = encoding_->forward(input, &enc, use_inference_params, prepare_input_gradients);
+    ctx->network_ctx = network_->forward(enc, output, use_inference_params, true);
+    return ctx;
+  }
+
+  void backward(const Context& base_ctx, const TensorView& input, const TensorView& output,
+                const TensorView& dL_doutput, const TensorView* dL_dinput, bool use_inference_params,
+                GradientMode mode) override {
+    const auto* ctx = dynamic_cast<const ComposedContext*>(&base_ctx);
+    if (!ctx) throw Error("NetworkWithInputEncoding::backward: context does not come from its forward()");
+    TensorView enc = ctx->encoded.matrix(network_->input_dtype(), input.rows(), network_->input_width(), input.stream);
+    const bool encoding_needs_grad = encoding_->n_params() > 0 || dL_dinput != nullptr;
+    Buffer d_enc_buffer;
+    TensorView d_enc;
+    if (encoding_needs_grad) {
+      d_enc_buffer = Buffer(device(), enc.numel() * dtype_size(enc.dtype));
+      d_enc = d_enc_buffer.matrix(enc.dtype, enc.rows(), enc.cols(), input.stream);
+    }
+    network_->backward(*ctx->network_ctx, enc, output, dL_doutput, encoding_needs_grad ? &d_enc : nullptr,
+                       use_inference_params, mode);
+    if (encoding_needs_grad)
+      encoding_->backward(*ctx->encoding_ctx, input, enc, d_enc, dL_dinput, use_inference_params, mode);
+  }
+
+  json hyperparams() const override {
+    return {{"otype", "NetworkWithInputEncoding"}, {"encoding", encoding_->hyperparams()}, {"network", network_->hyperparams()}};
+  }
+  std::string name() const override { return "NetworkWithInputEncoding"; }
+
+ private:
+  TensorView head(const TensorView& t) const {
+    if (t.data == nullptr) return t;
+    check_size(t);
+    TensorView v = t;
+    v.shape[0] = static_cast<int64_t>(network_->n_params());
+    return v;
+  }
+  TensorView tail(const TensorView& t) const {
+    if (t.data == nullptr) return t;
+    TensorView v = t.rows_slice(static_cast<int64_t>(network_->n_params()), static_cast<int64_t>(encoding_->n_params()));
+    return v;
+  }
+  void check_size(const TensorView& t) const {
+    if (t.ndim != 1 || static_cast<size_t>(t.numel()) != n_params())
+      throw ShapeError("NetworkWithInputEncoding::set_params: expected " + std::to_string(n_params()) +
+                       " parameters, got " + t.describe());
+  }
+  TensorView encoded_view(Buffer& buffer, const TensorView& input) const {
+    const DType t = network_->input_dtype();
+    buffer = Buffer(device(), static_cast<size_t>(input.rows()) * network_->input_width() * dtype_size(t));
+    return buffer.matrix(t, input.rows(), network_->input_width(), input.stream);
+  }
+
+  std::shared_ptr<Encoding> encoding_;
+  std::shared_ptr<Network> network_;
+};
+
+}  // namespace
+
+std::unique_ptr<DifferentiableObject> make_network_with_input_encoding(std::shared_ptr<Encoding> encoding,
+                                                                       std::shared_ptr<Network> network) {
+  return std::make_unique<NetworkWithInputEncoding>(std::move(encoding), std::move(network));
+}
+
+}  // namespace tinyfuse

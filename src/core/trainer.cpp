@@ -1,0 +1,130 @@
+#include "tinyfuse/trainer.h"
+
+#include <cmath>
+
+namespace tinyfuse {
+
+namespace {
+// tiny-cuda-nn scales losses for 16-bit parameters so small gradients survive the cast.
+float default_loss_scale(DType param_dtype) {
+  return param_dtype == DType::F16 || param_dtype == DType::BF16 ? 128.0f : 1.0f;
+}
+}  // namespace
+
+// Loss values are kept in FP32 even for 16-bit outputs (FP64 in the CPU reference mode).
+DType Trainer::loss_value_dtype() const { return model_->output_dtype() == DType::F64 ? DType::F64 : DType::F32; }
+
+Trainer::Trainer(std::shared_ptr<DifferentiableObject> model, std::shared_ptr<Optimizer> optimizer,
+                 std::shared_ptr<Loss> loss, uint64_t seed, float param_scale)
+    : model_(std::move(model)), optimizer_(std::move(optimizer)), loss_(std::move(loss)) {
+  if (!model_ || !optimizer_ || !loss_) throw Error("Trainer: model, optimizer and loss are all required");
+  const Device dev = model_->device();
+  if (optimizer_->device() != dev || loss_->device() != dev)
+    throw UnsupportedError("Trainer: model on " + to_string(dev) + ", optimizer on " + to_string(optimizer_->device()) +
+                           ", loss on " + to_string(loss_->device()) + "; build all three for one device");
+  loss_scale_ = default_loss_scale(model_->param_dtype());
+  const size_t n = model_->n_params();
+  const size_t es = dtype_size(model_->param_dtype());
+  master_ = Buffer(dev, n * sizeof(float));
+  params_ = Buffer(dev, n * es);
+  gradients_ = Buffer(dev, n * es);
+  if (optimizer_->has_inference_params()) inference_params_ = Buffer(dev, n * es);
+  optimizer_->allocate(n, model_->param_segments());
+  model_->set_params(params(), inference_params(), gradients());
+
+  std::vector<float> host(n, 0.0f);
+  Pcg32 rng(seed);
+  model_->initialize_params(rng, host.data(), param_scale);
+  set_params_host(host);
+  if (n) fill_tensor(gradients(), 0.0);
+}
+
+TensorView Trainer::params() const { return params_.vector(model_->param_dtype(), static_cast<int64_t>(model_->n_params())); }
+TensorView Trainer::gradients() const { return gradients_.vector(model_->param_dtype(), static_cast<int64_t>(model_->n_params())); }
+TensorView Trainer::inference_params() const {
+  return optimizer_->has_inference_params() ? inference_params_.vector(model_->param_dtype(), static_cast<int64_t>(model_->n_params()))
+                                            : params();
+}
+
+std::vector<float> Trainer::params_host() const {
+  std::vector<float> out(model_->n_params());
+  if (!out.empty())
+    copy_tensor(TensorView::vector(out.data(), static_cast<int64_t>(out.size())),
+                master_.vector(DType::F32, static_cast<int64_t>(out.size())));
+  return out;
+}
+
+void Trainer::set_params_host(const std::vector<float>& values) {
+  if (values.size() != model_->n_params())
+    throw ShapeError("Trainer::set_params_host: expected " + std::to_string(model_->n_params()) + " values, got " +
+                     std::to_string(values.size()));
+  if (values.empty()) return;
+  TensorView src = TensorView::vector(const_cast<float*>(values.data()), static_cast<int64_t>(values.size()));
+  copy_tensor(master_.vector(DType::F32, src.numel()), src);
+  refresh_compute_params();
+}
+
+void Trainer::refresh_compute_params() {
+  const int64_t n = static_cast<int64_t>(model_->n_params());
+  if (n == 0) return;
+  TensorView master = master_.vector(DType::F32, n);
+  copy_tensor(params(), master);
+  if (optimizer_->has_inference_params()) copy_tensor(inference_params(), master);
+}
+
+void Trainer::ensure_batch_buffers(int64_t batch, Stream) {
+  if (batch <= batch_capacity_) return;
+  const size_t width = model_->padded_output_width();
+  output_ = Buffer(model_->device(), batch * width * dtype_size(model_->output_dtype()));
+  loss_values_ = Buffer(model_->device(), batch * width * dtype_size(loss_value_dtype()));
+  loss_gradients_ = Buffer(model_->device(), batch * width * dtype_size(model_->output_dtype()));
+  batch_capacity_ = batch;
+}
+
+void Trainer::forward_backward(const TensorView& input, const TensorView& target, const TensorView* data_pdf) {
+  const int64_t batch = input.rows();
+  if (batch == 0) throw ShapeError("Trainer: a training batch needs at least one sample");
+  if (target.rows() != batch || target.cols() != model_->output_width())
+    throw ShapeError("Trainer: target must be (" + std::to_string(batch) + ", " + std::to_string(model_->output_width()) +
+                     "), got " + target.describe());
+  ensure_batch_buffers(batch, input.stream);
+  const size_t width = model_->padded_output_width();
+  const DType out_t = model_->output_dtype();
+  TensorView output = output_.matrix(out_t, batch, width, input.stream);
+  TensorView values = loss_values_.matrix(loss_value_dtype(), batch, width, input.stream);
+  TensorView grads = loss_gradients_.matrix(out_t, batch, width, input.stream);
+  auto ctx = model_->forward(input, &output, false, false);
+  loss_->evaluate(loss_scale_, output, target, values, grads, data_pdf);
+  model_->backward(*ctx, input, output, grads, nullptr, false, GradientMode::Overwrite);
+  last_values_ = values;
+  has_last_loss_ = true;
+}
+
+void Trainer::optimizer_step() {
+  const int64_t n = static_cast<int64_t>(model_->n_params());
+  optimizer_->step(loss_scale_, master_.vector(DType::F32, n), params(), gradients());
+  if (optimizer_->has_inference_params()) optimizer_->write_inference_params(inference_params());
+}
+
+float Trainer::last_loss() const {
+  if (!has_last_loss_) throw Error("Trainer::last_loss: no training step has run yet");
+  return static_cast<float>(sum_tensor(last_values_));
+}
+
+void Trainer::training_step_async(const TensorView& input, const TensorView& target, const TensorView* data_pdf) {
+  forward_backward(input, target, data_pdf);
+  optimizer_step();
+}
+
+float Trainer::training_step(const TensorView& input, const TensorView& target, const TensorView* data_pdf) {
+  forward_backward(input, target, data_pdf);
+  const float loss = last_loss();
+  // A non-finite loss would poison every parameter through the optimizer: refuse the step.
+  if (!std::isfinite(loss))
+    throw Error("Trainer::training_step: loss is " + std::to_string(loss) +
+                " (NaN/Inf in inputs, targets or parameters?); the optimizer step was skipped and the parameters are unchanged");
+  optimizer_step();
+  return loss;
+}
+
+}  // namespace tinyfuse

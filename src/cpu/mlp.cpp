@@ -1,0 +1,252 @@
+#include "cpu/mlp.h"
+
+#include <cmath>
+#include <vector>
+
+#include "core/activation_math.h"
+#include "cpu/blas.h"
+#include "cpu/parallel.h"
+
+namespace tinyfuse::cpu {
+
+namespace {
+
+constexpr int64_t kElementGrain = 16384;  // elements per parallel chunk of elementwise work
+
+template <typename T>
+struct MlpContext : Context {
+  // Per layer: pre-activations z and activations y, each (batch, width(layer)), dense.
+  std::vector<std::vector<T>> z, y;
+};
+
+template <typename T>
+class Mlp final : public Network {
+ public:
+  Mlp(MlpSpec spec, json hyperparams) : spec_(std::move(spec)), hyperparams_(std::move(hyperparams)) {
+    uint32_t in = spec_.input_width;
+    size_t offset = 0;
+    for (uint32_t l = 0; l <= spec_.n_hidden_layers; ++l) {
+      uint32_t out = width(l);
+      Layer layer{in, out, offset, 0};
+      offset += static_cast<size_t>(out) * in;
+      if (spec_.biases) {
+        layer.bias_offset = offset;
+        offset += out;
+      }
+      layers_.push_back(layer);
+      in = out;
+    }
+    n_params_ = offset;
+  }
+
+  Device device() const override { return Device::CPU; }
+  DType param_dtype() const override { return dtype_of<T>::value; }
+  DType input_dtype() const override { return dtype_of<T>::value; }
+  DType output_dtype() const override { return dtype_of<T>::value; }
+  uint32_t input_width() const override { return spec_.input_width; }
+  uint32_t padded_output_width() const override { return spec_.padded_output_width; }
+  uint32_t output_width() const override { return spec_.output_width; }
+  uint32_t n_hidden_layers() const override { return spec_.n_hidden_layers; }
+  uint32_t width(uint32_t layer) const override {
+    return layer < spec_.n_hidden_layers ? spec_.n_neurons : spec_.padded_output_width;
+  }
+  uint32_t required_input_alignment() const override { return spec_.input_alignment; }
+  Activation activation() const override { return spec_.activation; }
+  Activation output_activation() const override { return spec_.output_activation; }
+  bool has_biases() const override { return spec_.biases; }
+  size_t n_params() const override { return n_params_; }
+  json hyperparams() const override { return hyperparams_; }
+  std::string name() const override { return spec_.otype; }
+
+  std::vector<ParamSegment> param_segments() const override {
+    std::vector<ParamSegment> segs;
+    for (const auto& l : layers_) {
+      segs.push_back({l.weight_offset, static_cast<size_t>(l.out) * l.in, ParamSegment::Kind::Matrix, l.out, l.in});
+      if (spec_.biases) segs.push_back({l.bias_offset, l.out, ParamSegment::Kind::Vector, 0, 0});
+    }
+    return segs;
+  }
+
+  void set_params(const TensorView& params, const TensorView& inference_params, const TensorView& gradients) override {
+    auto check = [&](const TensorView& t, const char* what, bool optional) -> T* {
+      if (optional && t.data == nullptr) return nullptr;
+      if (t.device != Device::CPU || t.dtype != param_dtype() || static_cast<size_t>(t.numel()) != n_params_ ||
+          !t.contiguous())
+        throw ShapeError(std::string(what) + ": expected " + std::to_string(n_params_) + " contiguous " +
+                         to_string(param_dtype()) + " values on cpu, got " + t.describe());
+      return static_cast<T*>(t.data);
+    };
+    params_ = check(params, "params", false);
+    inference_params_ = check(inference_params, "inference_params", false);
+    gradients_ = check(gradients, "gradients", true);
+  }
+
+  // Uniform in +-sqrt(6 / (fan_in + fan_out)) (Glorot/Xavier, padded widths, as tiny-cuda-nn),
+  // biases zero. Sine networks use SIREN's scheme with its omega = 30 folded into the weights:
+  // first layer +-30/fan_in, later layers +-sqrt(6/fan_in). Drawn in buffer order.
+  void initialize_params(Pcg32& rng, float* params, float scale) override {
+    for (size_t li = 0; li < layers_.size(); ++li) {
+      const Layer& l = layers_[li];
+      float bound = std::sqrt(6.0f / static_cast<float>(l.in + l.out));
+      if (spec_.activation == Activation::Sine)
+        bound = li == 0 ? 30.0f / static_cast<float>(l.in) : std::sqrt(6.0f / static_cast<float>(l.in));
+      bound *= scale;
+      for (size_t i = 0; i < static_cast<size_t>(l.out) * l.in; ++i)
+        params[l.weight_offset + i] = rng.next_float() * 2 * bound - bound;
+      if (spec_.biases)
+        for (uint32_t i = 0; i < l.out; ++i) params[l.bias_offset + i] = 0.0f;
+    }
+  }
+
+  void inference(const TensorView& input, const TensorView& output) override {
+    check_io(input, &output);
+    MlpContext<T> ctx;
+    run_forward(input, ctx, inference_params_);
+    write_output(ctx, output);
+  }
+
+  std::unique_ptr<Context> forward(const TensorView& input, const TensorView* output, bool use_inference_params,
+                                   bool /*prepare_input_gradients*/) override {
+    check_io(input, output);
+    auto ctx = std::make_unique<MlpContext<T>>();
+    run_forward(input, *ctx, use_inference_params ? inference_params_ : params_);
+    if (output) write_output(*ctx, *output);
+    return ctx;
+  }
+
+  void backward(const Context& base_ctx, const TensorView& input, const TensorView& /*output*/,
+                const TensorView& dL_doutput, const TensorView* dL_dinput, bool use_inference_params,
+                GradientMode mode) override {
+    const auto* ctx = dynamic_cast<const MlpContext<T>*>(&base_ctx);
+    if (!ctx) throw Error(name() + "::backward: context does not come from this network's forward()");
+    check_io(input, nullptr);
+    const int64_t batch = input.rows();
+    check_matrix(dL_doutput, "dL_doutput", batch, padded_output_width(), dtype_of<T>::value, Device::CPU);
+    check_rows_dense(dL_doutput, "dL_doutput");
+    if (dL_dinput) {
+      check_matrix(*dL_dinput, "dL_dinput", batch, input_width(), dtype_of<T>::value, Device::CPU);
+      check_rows_dense(*dL_dinput, "dL_dinput");
+    }
+    if (ctx->z.size() != layers_.size() || (batch > 0 && ctx->z[0].size() != static_cast<size_t>(batch) * layers_[0].out))
+      throw ShapeError(name() + "::backward: input batch differs from the forward() that made the context");
+    if (mode != GradientMode::Ignore && !gradients_)
+      throw Error(name() + "::backward: parameter gradients requested but set_params() got no gradient buffer");
+    const T* weights = use_inference_params ? inference_params_ : params_;
+    const T beta = mode == GradientMode::Accumulate ? T(1) : T(0);
+    std::vector<T> ones(static_cast<size_t>(batch), T(1));
+
+    // dy of the current layer: starts as dL/doutput (strided), then dense buffers.
+    std::vector<T> dz, dx, dy_buf;
+    const T* dy = dL_doutput.ptr<T>();
+    int64_t ldy = dL_doutput.strides[0];
+    for (size_t li = layers_.size(); li-- > 0;) {
+      const Layer& l = layers_[li];
+      const Activation act = li + 1 == layers_.size() ? spec_.output_activation : spec_.activation;
+      dz.resize(static_cast<size_t>(batch) * l.out);
+      const T* z = ctx->z[li].data();
+      parallel_for(batch, rows_per_chunk(l.out), [&](int64_t b0, int64_t b1) {
+        for (int64_t b = b0; b < b1; ++b)
+          for (uint32_t o = 0; o < l.out; ++o)
+            dz[b * l.out + o] = dy[b * ldy + o] * activate_derivative(act, z[b * l.out + o]);
+      });
+      const T* x_prev = li == 0 ? input.ptr<T>() : ctx->y[li - 1].data();
+      const int64_t ldx = li == 0 ? input.strides[0] : l.in;
+      if (mode != GradientMode::Ignore) {
+        if (batch > 0) {
+          gemm(true, false, l.out, l.in, batch, T(1), dz.data(), l.out, x_prev, ldx, beta, gradients_ + l.weight_offset, l.in);
+          if (spec_.biases)
+            gemm(true, false, l.out, 1, batch, T(1), dz.data(), l.out, ones.data(), 1, beta, gradients_ + l.bias_offset, 1);
+        } else if (mode == GradientMode::Overwrite) {
+          std::fill(gradients_ + l.weight_offset, gradients_ + l.weight_offset + static_cast<size_t>(l.out) * l.in, T(0));
+          if (spec_.biases) std::fill(gradients_ + l.bias_offset, gradients_ + l.bias_offset + l.out, T(0));
+        }
+      }
+      if (li > 0) {
+        dx.resize(static_cast<size_t>(batch) * l.in);
+        gemm(false, false, batch, l.in, l.out, T(1), dz.data(), l.out, weights + l.weight_offset, l.in, T(0), dx.data(), l.in);
+        dy_buf.swap(dx);  // dL/dy of layer li-1; dx's old storage is reused next time
+        dy = dy_buf.data();
+        ldy = l.in;
+      } else if (dL_dinput) {
+        gemm(false, false, batch, l.in, l.out, T(1), dz.data(), l.out, weights + l.weight_offset, l.in, T(0),
+             dL_dinput->ptr<T>(), dL_dinput->strides[0]);
+      }
+    }
+  }
+
+ private:
+  struct Layer {
+    uint32_t in, out;
+    size_t weight_offset, bias_offset;
+  };
+
+  static int64_t rows_per_chunk(uint32_t width) { return std::max<int64_t>(1, kElementGrain / std::max<uint32_t>(width, 1)); }
+
+  void check_io(const TensorView& input, const TensorView* output) const {
+    if (!params_) throw Error(name() + ": no parameters set; call set_params() (or use a Trainer) first");
+    check_matrix(input, "input", -1, input_width(), dtype_of<T>::value, Device::CPU);
+    check_rows_dense(input, "input");
+    if (output) {
+      check_matrix(*output, "output", input.rows(), padded_output_width(), dtype_of<T>::value, Device::CPU);
+      check_rows_dense(*output, "output");
+    }
+  }
+
+  void run_forward(const TensorView& input, MlpContext<T>& ctx, const T* weights) const {
+    const int64_t batch = input.rows();
+    ctx.z.resize(layers_.size());
+    ctx.y.resize(layers_.size());
+    const T* x = input.ptr<T>();
+    int64_t ldx = input.strides[0];
+    for (size_t li = 0; li < layers_.size(); ++li) {
+      const Layer& l = layers_[li];
+      const Activation act = li + 1 == layers_.size() ? spec_.output_activation : spec_.activation;
+      auto& z = ctx.z[li];
+      auto& y = ctx.y[li];
+      z.resize(static_cast<size_t>(batch) * l.out);
+      y.resize(z.size());
+      gemm(false, true, batch, l.out, l.in, T(1), x, ldx, weights + l.weight_offset, l.in, T(0), z.data(), l.out);
+      const T* bias = spec_.biases ? weights + l.bias_offset : nullptr;
+      parallel_for(batch, rows_per_chunk(l.out), [&](int64_t b0, int64_t b1) {
+        for (int64_t b = b0; b < b1; ++b)
+          for (uint32_t o = 0; o < l.out; ++o) {
+            T& zz = z[b * l.out + o];
+            if (bias) zz += bias[o];
+            y[b * l.out + o] = activate(act, zz);
+          }
+      });
+      x = y.data();
+      ldx = l.out;
+    }
+  }
+
+  void write_output(const MlpContext<T>& ctx, const TensorView& output) const {
+    const auto& y = ctx.y.back();
+    const uint32_t w = padded_output_width();
+    T* out = output.ptr<T>();
+    const int64_t ld = output.strides[0];
+    parallel_for(output.rows(), rows_per_chunk(w), [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) std::copy(y.begin() + b * w, y.begin() + (b + 1) * w, out + b * ld);
+    });
+  }
+
+  MlpSpec spec_;
+  json hyperparams_;
+  std::vector<Layer> layers_;
+  size_t n_params_ = 0;
+  T* params_ = nullptr;
+  T* inference_params_ = nullptr;
+  T* gradients_ = nullptr;
+};
+
+}  // namespace
+
+template <typename T>
+std::unique_ptr<Network> make_mlp(const MlpSpec& spec, json hyperparams) {
+  return std::make_unique<Mlp<T>>(spec, std::move(hyperparams));
+}
+
+template std::unique_ptr<Network> make_mlp<float>(const MlpSpec&, json);
+template std::unique_ptr<Network> make_mlp<double>(const MlpSpec&, json);
+
+}  // namespace tinyfuse::cpu
