@@ -1,0 +1,127 @@
+// Losses: values against an independent FP64 formula, gradients against finite differences of
+// the value (with the relative losses' normaliser held constant, as tiny-cuda-nn defines them),
+// loss scaling, padded columns and data_pdf.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "testing/gradcheck.h"
+
+using namespace tinyfuse;
+using tinyfuse::testing::random_vector;
+
+namespace {
+
+// Reference per-element value of each loss before division by N. `frozen` is the prediction the
+// normaliser (denominator) is computed from; it equals p except in finite differences.
+double reference_value(const std::string& loss, double p, double t, double pdf, double frozen_p, double frozen_lum) {
+  const double diff = p - t;
+  if (loss == "L2") return diff * diff / pdf;
+  if (loss == "L1") return std::abs(diff) / pdf;
+  if (loss == "RelativeL2") return diff * diff / (frozen_p * frozen_p + 0.01) / pdf;
+  if (loss == "RelativeL2Luminance") return diff * diff / (frozen_lum * frozen_lum + 0.01) / pdf;
+  if (loss == "RelativeL1") return std::abs(diff) / (std::abs(frozen_p) + 0.01) / pdf;
+  if (loss == "MAPE") return std::abs(diff) / (std::abs(t) + 0.01) / pdf;
+  if (loss == "SMAPE") return std::abs(diff) / (0.5 * (std::abs(t) + std::abs(frozen_p)) + 0.01) / pdf;
+  if (loss == "CrossEntropy") return -t / pdf * std::log(p);
+  if (loss == "Variance") return t * t / pdf * (1 / p - 1 / pdf);
+  ADD_FAILURE() << "no reference for " << loss;
+  return 0;
+}
+
+double luminance(const std::vector<double>& pred, int64_t b, int64_t width, int64_t dims) {
+  const double* p = pred.data() + b * width;
+  double r = p[0], g = p[1], bl = p[2];
+  if (dims >= 6) r += p[3], g += p[4], bl += p[5];
+  return 0.299 * r + 0.587 * g + 0.114 * bl;
+}
+
+class Losses : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Losses, ValuesGradientsScalingAndPadding) {
+  const std::string name = GetParam();
+  auto loss = create_loss({{"otype", name}}, {Device::CPU, DType::F64});
+  Pcg32 rng(99);
+  const bool positive = name == "CrossEntropy" || name == "Variance";  // need p > 0
+  for (int64_t batch : {1, 7, 256}) {
+    for (bool with_pdf : {false, true}) {
+      const int64_t dims = 6, width = 16;  // 10 padded columns
+      auto pred = random_vector(rng, batch * width, positive ? 0.2 : -1.0, 1.0);
+      auto target = random_vector(rng, batch * dims, positive ? 0.0 : -1.0, 1.0);
+      auto pdf = random_vector(rng, batch * dims, 0.5, 2.0);
+      std::vector<double> values(batch * width, NAN), grads(batch * width, NAN);
+      const float scale = 128.0f;
+      auto pv = TensorView::matrix(pred.data(), batch, width), tv = TensorView::matrix(target.data(), batch, dims);
+      auto vv = TensorView::matrix(values.data(), batch, width), gv = TensorView::matrix(grads.data(), batch, width);
+      auto dv = TensorView::matrix(pdf.data(), batch, dims);
+      loss->evaluate(scale, pv, tv, vv, gv, with_pdf ? &dv : nullptr);
+      const double n = static_cast<double>(batch * dims);
+      for (int64_t b = 0; b < batch; ++b) {
+        const double lum = luminance(pred, b, width, dims);
+        for (int64_t d = 0; d < width; ++d) {
+          const size_t i = b * width + d;
+          if (d >= dims) {
+            EXPECT_EQ(values[i], 0.0);
+            EXPECT_EQ(grads[i], 0.0);
+            continue;
+          }
+          const double t = target[b * dims + d], pd = with_pdf ? pdf[b * dims + d] : 1.0, p = pred[i];
+          EXPECT_NEAR(values[i], reference_value(name, p, t, pd, p, lum) / n, 1e-12) << name << " at " << i;
+          // d value / dp with the normaliser frozen at p (and at the sample's luminance).
+          const double h = 1e-6;
+          const double numeric =
+              (reference_value(name, p + h, t, pd, p, lum) - reference_value(name, p - h, t, pd, p, lum)) / (2 * h) / n;
+          EXPECT_NEAR(grads[i] / scale, numeric, 1e-6 * std::max(1.0, std::abs(numeric))) << name << " at " << i;
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(All, Losses,
+                         ::testing::Values("L2", "L1", "RelativeL2", "RelativeL2Luminance", "RelativeL1", "MAPE", "SMAPE",
+                                           "CrossEntropy", "Variance"));
+
+// For the losses whose value is a smooth function of p alone, the gradient is the true derivative
+// of the library's own value: check that end to end, with no reference formula in between.
+TEST(Losses, GradientIsDerivativeOfValueForPlainLosses) {
+  for (std::string name : {"L2", "MAPE", "CrossEntropy", "Variance"}) {
+    auto loss = create_loss({{"otype", name}}, {Device::CPU, DType::F64});
+    Pcg32 rng(5);
+    const int64_t batch = 17, dims = 3;
+    auto pred = random_vector(rng, batch * dims, 0.2, 1.0), target = random_vector(rng, batch * dims, 0.0, 1.0);
+    std::vector<double> values(pred.size()), grads(pred.size()), scratch(pred.size());
+    auto pv = TensorView::matrix(pred.data(), batch, dims), tv = TensorView::matrix(target.data(), batch, dims);
+    auto total = [&]() {
+      loss->evaluate(1.0f, pv, tv, TensorView::matrix(values.data(), batch, dims),
+                     TensorView::matrix(scratch.data(), batch, dims));
+      double s = 0;
+      for (double v : values) s += v;
+      return s;
+    };
+    loss->evaluate(1.0f, pv, tv, TensorView::matrix(values.data(), batch, dims), TensorView::matrix(grads.data(), batch, dims));
+    for (size_t i = 0; i < pred.size(); ++i) {
+      const double saved = pred[i], h = 1e-6;
+      pred[i] = saved + h;
+      double up = total();
+      pred[i] = saved - h;
+      double down = total();
+      pred[i] = saved;
+      EXPECT_NEAR(grads[i], (up - down) / (2 * h), 1e-6) << name << " at " << i;
+    }
+  }
+}
+
+TEST(Losses, RejectBadShapes) {
+  auto loss = create_loss({{"otype", "L2"}});
+  std::vector<float> a(64), b(64), c(64), d(64);
+  auto m = [](std::vector<float>& v, int64_t r, int64_t c) { return TensorView::matrix(v.data(), r, c); };
+  EXPECT_THROW(loss->evaluate(1, m(a, 4, 4), m(b, 4, 5), m(c, 4, 4), m(d, 4, 4)), ShapeError);  // target wider
+  EXPECT_THROW(loss->evaluate(1, m(a, 4, 4), m(b, 3, 4), m(c, 4, 4), m(d, 4, 4)), ShapeError);  // batch differs
+  EXPECT_THROW(loss->evaluate(1, m(a, 4, 4), m(b, 4, 4), m(c, 4, 3), m(d, 4, 4)), ShapeError);
+  auto lum = create_loss({{"otype", "RelativeL2Luminance"}});
+  EXPECT_THROW(lum->evaluate(1, m(a, 4, 2), m(b, 4, 2), m(c, 4, 2), m(d, 4, 2)), ShapeError);
+  EXPECT_THROW(create_loss({{"otype", "L2"}, {"scale", 2}}), ConfigError);
+}
+
+}  // namespace
