@@ -43,4 +43,7 @@ void synchronize(Device device, Stream stream);
 // Sum of all elements, in double, returned on the host (synchronizes the stream).
 double sum_tensor(const TensorView& t);
 
+// Number of GPUs this build can use here (0 without a GPU backend, driver or device).
+int gpu_count();
+
 }  // namespace tinyfuse

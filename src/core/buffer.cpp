@@ -157,4 +157,6 @@ double sum_tensor(const TensorView& t) {
   return s;
 }
 
+int gpu_count() { return gpu_hooks().device_count(); }
+
 }  // namespace tinyfuse

@@ -15,6 +15,7 @@ struct GpuHooks {
   void (*fill)(const TensorView& dst, double value);
   void (*synchronize)(Stream stream);
   double (*sum)(const TensorView& t);
+  int (*device_count)();
 };
 
 const GpuHooks& gpu_hooks();

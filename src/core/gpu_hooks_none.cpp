@@ -19,10 +19,11 @@ void from_host(const TensorView&, const void*) { no_gpu(); }
 void fill(const TensorView&, double) { no_gpu(); }
 void sync(Stream) { no_gpu(); }
 double sum(const TensorView&) { no_gpu(); }
+int device_count() { return 0; }
 }  // namespace
 
 const GpuHooks& gpu_hooks() {
-  static const GpuHooks hooks{alloc, release, copy_device, to_host, from_host, fill, sync, sum};
+  static const GpuHooks hooks{alloc, release, copy_device, to_host, from_host, fill, sync, sum, device_count};
   return hooks;
 }
 

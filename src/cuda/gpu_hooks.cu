@@ -1,0 +1,117 @@
+// The core's device-memory hooks on CUDA/HIP: allocation, copies, fill and sum.
+#include <vector>
+
+#include "core/gpu_hooks.h"
+#include "tinyfuse/buffer.h"
+#include "core/half.h"
+#include "cuda/gpu_runtime.h"
+
+namespace tinyfuse {
+
+namespace {
+
+gpuStream_t as_stream(Stream s) { return static_cast<gpuStream_t>(s); }
+
+void* alloc(size_t bytes) {
+  void* p = nullptr;
+  gpuError_t e = gpuMalloc(&p, bytes);
+  if (e == gpuErrorMemoryAllocation) {
+    (void)gpuGetLastError();  // clear the sticky error so the process keeps working
+    throw Error("out of GPU memory allocating " + std::to_string(bytes) + " bytes");
+  }
+  TF_GPU_CHECK(e);
+  return p;
+}
+
+void release(void* p) { (void)gpuFree(p); }
+
+size_t row_pitch(const TensorView& t) { return static_cast<size_t>(t.strides[0]) * dtype_size(t.dtype); }
+size_t row_bytes(const TensorView& t) { return static_cast<size_t>(t.cols()) * dtype_size(t.dtype); }
+
+void require_rows_dense(const TensorView& t) {
+  if (!t.rows_dense()) throw ShapeError("GPU copies need features adjacent in memory (column stride 1); got " + t.describe());
+}
+
+void copy_2d(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t rows, Stream s) {
+  if (rows == 0 || width == 0) return;
+  TF_GPU_CHECK(gpuMemcpy2DAsync(dst, dpitch, src, spitch, width, rows, gpuMemcpyDefault, as_stream(s)));
+}
+
+void copy_device(const TensorView& dst, const TensorView& src) {
+  require_rows_dense(dst);
+  require_rows_dense(src);
+  copy_2d(dst.data, row_pitch(dst), src.data, row_pitch(src), row_bytes(src), src.rows(), dst.stream);
+}
+
+void copy_to_host_dense(const TensorView& src, void* host) {
+  require_rows_dense(src);
+  copy_2d(host, row_bytes(src), src.data, row_pitch(src), row_bytes(src), src.rows(), src.stream);
+  TF_GPU_CHECK(gpuStreamSynchronize(as_stream(src.stream)));
+}
+
+void copy_from_host_dense(const TensorView& dst, const void* host) {
+  require_rows_dense(dst);
+  copy_2d(dst.data, row_pitch(dst), host, row_bytes(dst), row_bytes(dst), dst.rows(), dst.stream);
+  // The host buffer may be a temporary of the caller: finish before it goes away.
+  TF_GPU_CHECK(gpuStreamSynchronize(as_stream(dst.stream)));
+}
+
+template <typename Bits>
+__global__ void fill_kernel(Bits* data, int64_t rows, int64_t cols, int64_t row_stride, Bits value) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= rows * cols) return;
+  data[(i / cols) * row_stride + i % cols] = value;
+}
+
+template <typename Bits>
+void launch_fill(const TensorView& t, Bits value) {
+  const int64_t n = t.rows() * t.cols();
+  if (n == 0) return;
+  const int threads = 256;
+  const auto blocks = static_cast<unsigned>((n + threads - 1) / threads);
+  fill_kernel<<<blocks, threads, 0, as_stream(t.stream)>>>(static_cast<Bits*>(t.data), t.rows(), t.cols(),
+                                                            t.ndim == 2 ? t.strides[0] : t.cols(), value);
+  TF_GPU_CHECK_LAUNCH("fill_kernel");
+}
+
+void fill(const TensorView& t, double value) {
+  require_rows_dense(t);
+  switch (t.dtype) {
+    case DType::F32: launch_fill<float>(t, static_cast<float>(value)); break;
+    case DType::F64: launch_fill<double>(t, value); break;
+    case DType::F16: launch_fill<uint16_t>(t, float_to_half_bits(static_cast<float>(value))); break;
+    case DType::BF16: launch_fill<uint16_t>(t, float_to_bf16_bits(static_cast<float>(value))); break;
+  }
+}
+
+void synchronize_stream(Stream s) { TF_GPU_CHECK(gpuStreamSynchronize(as_stream(s))); }
+
+double sum(const TensorView& t) {
+  // Used for reporting (losses), not in hot paths: read back and add on the host in order.
+  std::vector<char> host(static_cast<size_t>(t.numel()) * dtype_size(t.dtype));
+  copy_to_host_dense(t, host.data());
+  TensorView h = t;
+  h.data = host.data();
+  h.device = Device::CPU;
+  h.strides[0] = t.ndim == 2 ? t.cols() : 1;
+  return sum_tensor(h);
+}
+
+// 0 rather than an error when there is no driver or device: callers use it to skip GPU work.
+int device_count() {
+  int n = 0;
+  if (gpuGetDeviceCount(&n) != gpuSuccess) {
+    (void)gpuGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+}  // namespace
+
+const GpuHooks& gpu_hooks() {
+  static const GpuHooks hooks{alloc, release, copy_device, copy_to_host_dense, copy_from_host_dense, fill, synchronize_stream, sum, device_count};
+  return hooks;
+}
+
+}  // namespace tinyfuse
