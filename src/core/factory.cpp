@@ -6,7 +6,7 @@
 #include "core/loss_config.h"
 #include "core/network_config.h"
 #include "core/network_with_input_encoding.h"
-#include "cpu/identity_encoding.h"
+#include "cpu/encodings/make_encoding.h"
 #include "cpu/losses.h"
 #include "cpu/mlp.h"
 #include "cpu/optimizers/optimizers.h"
@@ -39,11 +39,6 @@ json network_hyperparams(const MlpSpec& s) {
           {"output_activation", to_string(s.output_activation)}};
 }
 
-const std::vector<std::string>& encoding_names() {
-  static const std::vector<std::string> names = {"Identity"};
-  return names;
-}
-
 }  // namespace
 
 std::unique_ptr<Network> create_network(const json& config, uint32_t n_input_dims, uint32_t n_output_dims,
@@ -56,18 +51,14 @@ std::unique_ptr<Network> create_network(const json& config, uint32_t n_input_dim
 }
 
 std::unique_ptr<Encoding> create_encoding(const json& config, uint32_t n_input_dims, const BuildOptions& options) {
-  json c = config;
-  if (c.is_object() && !c.contains("otype")) c["otype"] = "OneBlob";  // tiny-cuda-nn's default
-  const std::string otype = read_otype(c, "encoding", encoding_names());
-  ConfigReader r(c, "encoding", {"scale", "offset"});
-  if (n_input_dims == 0) throw ConfigError("encoding.n_input_dims", "0", "an encoding needs at least one input", ">= 1");
-  const float scale = static_cast<float>(r.get_number("scale", 1.0, -1e30, 1e30));
-  const float offset = static_cast<float>(r.get_number("offset", 0.0, -1e30, 1e30));
-  json hp = {{"otype", otype}, {"scale", scale}, {"offset", offset}};
-  if (options.device != Device::CPU) no_backend("encoding.otype", options.device);
+  if (options.device != Device::CPU) {
+    read_otype(config.is_object() && !config.contains("otype") ? json{{"otype", "OneBlob"}} : config, "encoding",
+               cpu::encoding_otypes());
+    no_backend("encoding.otype", options.device);
+  }
   check_cpu_precision(options);
-  if (options.cpu_precision == DType::F64) return cpu::make_identity_encoding<double>(n_input_dims, scale, offset, hp);
-  return cpu::make_identity_encoding<float>(n_input_dims, scale, offset, hp);
+  if (options.cpu_precision == DType::F64) return cpu::make_encoding<double>(config, "encoding", n_input_dims);
+  return cpu::make_encoding<float>(config, "encoding", n_input_dims);
 }
 
 std::unique_ptr<Loss> create_loss(const json& config, const BuildOptions& options) {
@@ -111,7 +102,7 @@ Model create_from_config(uint32_t n_input_dims, uint32_t n_output_dims, const js
 }
 
 std::vector<std::string> network_otypes() { return network_otypes_on(Device::CPU); }
-std::vector<std::string> encoding_otypes() { return encoding_names(); }
+std::vector<std::string> encoding_otypes() { return cpu::encoding_otypes(); }
 std::vector<std::string> loss_otypes() { return loss_names(); }
 std::vector<std::string> optimizer_otypes() { return {"Adam", "SGD", "ExponentialDecay", "EMA", "Composite"}; }
 

@@ -1,4 +1,4 @@
-#include "cpu/identity_encoding.h"
+#include "cpu/encodings/identity.h"
 
 #include "cpu/parallel.h"
 
