@@ -26,8 +26,8 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const
 
 const char* blas_name() {
   static const std::string name = [] {
-    std::string s = openblas_get_config();
-    return "OpenBLAS " + s;
+    std::string s = openblas_get_config();  // "OpenBLAS 0.3.21 DYNAMIC_ARCH ... Haswell ..."
+    return s.rfind("OpenBLAS", 0) == 0 ? s : "OpenBLAS " + s;
   }();
   return name.c_str();
 }

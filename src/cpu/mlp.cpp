@@ -13,10 +13,37 @@ namespace {
 
 constexpr int64_t kElementGrain = 16384;  // elements per parallel chunk of elementwise work
 
+// A growable array whose new elements are left uninitialised: every element is written before
+// it is read, and zero-filling tens of megabytes per batch costs more than the layer itself.
+template <typename T>
+class Scratch {
+ public:
+  void resize(size_t n) {
+    if (n > capacity_) {
+      data_.reset(new T[n]);
+      capacity_ = n;
+    }
+    size_ = n;
+  }
+  size_t size() const { return size_; }
+  T* data() { return data_.get(); }
+  const T* data() const { return data_.get(); }
+  T& operator[](size_t i) { return data_[i]; }
+  void swap(Scratch& o) noexcept {
+    std::swap(data_, o.data_);
+    std::swap(size_, o.size_);
+    std::swap(capacity_, o.capacity_);
+  }
+
+ private:
+  std::unique_ptr<T[]> data_;
+  size_t size_ = 0, capacity_ = 0;
+};
+
 template <typename T>
 struct MlpContext : Context {
   // Per layer: pre-activations z and activations y, each (batch, width(layer)), dense.
-  std::vector<std::vector<T>> z, y;
+  std::vector<Scratch<T>> z, y;
 };
 
 template <typename T>
@@ -100,7 +127,9 @@ class Mlp final : public Network {
 
   void inference(const TensorView& input, const TensorView& output) override {
     check_io(input, &output);
-    MlpContext<T> ctx;
+    // Inference keeps no state, but reusing this thread's buffers avoids touching fresh pages
+    // on every call (they grow to the largest batch seen on the thread).
+    static thread_local MlpContext<T> ctx;
     run_forward(input, ctx, inference_params_);
     write_output(ctx, output);
   }
@@ -133,10 +162,10 @@ class Mlp final : public Network {
       throw Error(name() + "::backward: parameter gradients requested but set_params() got no gradient buffer");
     const T* weights = use_inference_params ? inference_params_ : params_;
     const T beta = mode == GradientMode::Accumulate ? T(1) : T(0);
-    std::vector<T> ones(static_cast<size_t>(batch), T(1));
+    std::vector<T> ones(static_cast<size_t>(batch), T(1));  // bias gradient = dZ^T 1
 
     // dy of the current layer: starts as dL/doutput (strided), then dense buffers.
-    std::vector<T> dz, dx, dy_buf;
+    Scratch<T> dz, dx, dy_buf;
     const T* dy = dL_doutput.ptr<T>();
     int64_t ldy = dL_doutput.strides[0];
     for (size_t li = layers_.size(); li-- > 0;) {
@@ -221,12 +250,12 @@ class Mlp final : public Network {
   }
 
   void write_output(const MlpContext<T>& ctx, const TensorView& output) const {
-    const auto& y = ctx.y.back();
+    const T* y = ctx.y.back().data();
     const uint32_t w = padded_output_width();
     T* out = output.ptr<T>();
     const int64_t ld = output.strides[0];
     parallel_for(output.rows(), rows_per_chunk(w), [&](int64_t b0, int64_t b1) {
-      for (int64_t b = b0; b < b1; ++b) std::copy(y.begin() + b * w, y.begin() + (b + 1) * w, out + b * ld);
+      for (int64_t b = b0; b < b1; ++b) std::copy(y + b * w, y + (b + 1) * w, out + b * ld);
     });
   }
 

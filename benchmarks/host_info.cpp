@@ -1,0 +1,94 @@
+#include "host_info.h"
+
+#include <array>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <thread>
+#include <vector>
+
+#include <sys/utsname.h>
+#include <unistd.h>
+
+namespace tinyfuse::bench {
+
+namespace {
+
+std::string trim(const std::string& s) {
+  const size_t b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return "";
+  const size_t e = s.find_last_not_of(" \t\r\n");
+  return s.substr(b, e - b + 1);
+}
+
+std::string cpu_model_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.compare(0, 10, "model name") != 0) continue;
+    const size_t colon = line.find(':');
+    if (colon != std::string::npos) return trim(line.substr(colon + 1));
+  }
+  return "unknown";
+}
+
+// Runs `command` through the shell; its stdout (trimmed) if it exited with status 0.
+std::optional<std::string> capture(const std::string& command) {
+  std::FILE* p = ::popen(command.c_str(), "r");
+  if (!p) return std::nullopt;
+  std::string out;
+  std::array<char, 256> buf;
+  size_t got;
+  while ((got = std::fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), got);
+  if (::pclose(p) != 0) return std::nullopt;
+  return trim(out);
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+}  // namespace
+
+HostInfo read_host_info() {
+  HostInfo h;
+  h.cpu_model = cpu_model_name();
+  h.logical_cpus = std::thread::hardware_concurrency();
+  std::array<char, 256> name{};
+  if (::gethostname(name.data(), name.size() - 1) == 0) h.hostname = name.data();
+  struct utsname u;
+  if (::uname(&u) == 0) h.os = std::string(u.sysname) + " " + u.release + " " + u.machine;
+  return h;
+}
+
+Timestamp now_utc() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  ::gmtime_r(&t, &tm);
+  std::array<char, 32> iso{}, day{};
+  std::strftime(iso.data(), iso.size(), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  std::strftime(day.data(), day.size(), "%Y-%m-%d", &tm);
+  return {iso.data(), day.data()};
+}
+
+std::optional<GitState> read_git_state() {
+  std::vector<std::string> dirs;
+#ifdef TINYFUSE_SOURCE_DIR
+  dirs.push_back(TINYFUSE_SOURCE_DIR);
+#endif
+  dirs.push_back(".");
+  for (const std::string& dir : dirs) {
+    const std::string git = "git -C " + shell_quote(dir) + " ";
+    auto commit = capture(git + "rev-parse --short HEAD 2>/dev/null");
+    if (!commit || commit->empty()) continue;
+    GitState s;
+    s.commit = *commit;
+    if (auto status = capture(git + "status --porcelain --untracked-files=no 2>/dev/null")) s.dirty = !status->empty();
+    return s;
+  }
+  return std::nullopt;
+}
+
+}  // namespace tinyfuse::bench

@@ -1,0 +1,31 @@
+// Where and when a benchmark ran: CPU model, host, OS, date, git commit.
+#pragma once
+
+#include <optional>
+#include <string>
+
+namespace tinyfuse::bench {
+
+struct HostInfo {
+  std::string cpu_model;   // /proc/cpuinfo "model name", or "unknown"
+  unsigned logical_cpus = 0;
+  std::string hostname;
+  std::string os;          // "Linux 6.8.0 x86_64"
+};
+HostInfo read_host_info();
+
+struct Timestamp {
+  std::string iso_utc;  // 2025-01-31T12:34:56Z
+  std::string day;      // 2025-01-31 (UTC)
+};
+Timestamp now_utc();
+
+struct GitState {
+  std::string commit;         // short hash
+  std::optional<bool> dirty;  // tracked files modified; unknown if git status failed
+};
+// `git rev-parse --short HEAD` in the source tree the tool was built from (then in the current
+// directory); nullopt when git or the repository is not there.
+std::optional<GitState> read_git_state();
+
+}  // namespace tinyfuse::bench
