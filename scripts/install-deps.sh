@@ -3,7 +3,7 @@
 # The CUDA toolkit is not installed here: with nvcc on PATH (or in /usr/local/cuda) the CUDA
 # backend is built as well.
 set -euo pipefail
-packages=(cmake g++ make pkg-config nlohmann-json3-dev libopenblas-dev libstb-dev libgtest-dev git)
+packages=(cmake g++ make pkg-config nlohmann-json3-dev libopenblas-dev libstb-dev libgtest-dev zlib1g-dev git)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

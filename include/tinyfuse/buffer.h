@@ -10,7 +10,12 @@ namespace tinyfuse {
 class Buffer {
  public:
   Buffer() = default;
+  // Long-lived memory (parameters, optimizer state): usable from any stream.
   Buffer(Device device, size_t bytes);
+  // Scratch memory for work queued on `stream` (forward contexts, temporaries): allocated and
+  // freed in stream order from the GPU's caching pool, so it costs no synchronisation. On the
+  // CPU it is ordinary memory.
+  static Buffer on_stream(Device device, size_t bytes, Stream stream);
   ~Buffer();
   Buffer(Buffer&& other) noexcept;
   Buffer& operator=(Buffer&& other) noexcept;
@@ -31,6 +36,8 @@ class Buffer {
   Device device_ = Device::CPU;
   void* data_ = nullptr;
   size_t bytes_ = 0;
+  bool stream_ordered_ = false;
+  Stream stream_ = nullptr;
 };
 
 // Copies `src` into `dst` (same shape; dtype conversion between F32, F64 and the 16-bit types

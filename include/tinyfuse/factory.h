@@ -36,6 +36,7 @@ struct Model {
   std::shared_ptr<Optimizer> optimizer;
   std::shared_ptr<DifferentiableObject> network;
   std::shared_ptr<Trainer> trainer;
+  json config;  // the config it was built from (checkpoints store and compare it)
 };
 Model create_from_config(uint32_t n_input_dims, uint32_t n_output_dims, const json& config,
                          const BuildOptions& options = {}, uint64_t seed = 1337);

@@ -3,6 +3,7 @@
 
 #include "tinyfuse/activation.h"
 #include "tinyfuse/buffer.h"
+#include "tinyfuse/checkpoint.h"
 #include "tinyfuse/common.h"
 #include "tinyfuse/encoding.h"
 #include "tinyfuse/errors.h"

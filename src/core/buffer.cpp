@@ -60,8 +60,17 @@ std::vector<char> to_host_dense(const TensorView& src) {
 }  // namespace
 
 Buffer::Buffer(Device device, size_t bytes) : device_(device) { reserve(bytes); }
+Buffer Buffer::on_stream(Device device, size_t bytes, Stream stream) {
+  Buffer b;
+  b.device_ = device;
+  b.stream_ordered_ = true;
+  b.stream_ = stream;
+  b.reserve(bytes);
+  return b;
+}
 Buffer::~Buffer() { release(); }
-Buffer::Buffer(Buffer&& o) noexcept : device_(o.device_), data_(o.data_), bytes_(o.bytes_) {
+Buffer::Buffer(Buffer&& o) noexcept
+    : device_(o.device_), data_(o.data_), bytes_(o.bytes_), stream_ordered_(o.stream_ordered_), stream_(o.stream_) {
   o.data_ = nullptr;
   o.bytes_ = 0;
 }
@@ -71,6 +80,8 @@ Buffer& Buffer::operator=(Buffer&& o) noexcept {
     device_ = o.device_;
     data_ = o.data_;
     bytes_ = o.bytes_;
+    stream_ordered_ = o.stream_ordered_;
+    stream_ = o.stream_;
     o.data_ = nullptr;
     o.bytes_ = 0;
   }
@@ -80,6 +91,7 @@ Buffer& Buffer::operator=(Buffer&& o) noexcept {
 void Buffer::release() {
   if (!data_) return;
   if (device_ == Device::CPU) std::free(data_);
+  else if (stream_ordered_) gpu_hooks().free_async(data_, stream_);
   else gpu_hooks().free(data_);
   data_ = nullptr;
   bytes_ = 0;
@@ -89,7 +101,8 @@ void Buffer::reserve(size_t bytes) {
   if (bytes <= bytes_ && data_) return;
   release();
   if (bytes == 0) return;
-  data_ = device_ == Device::CPU ? host_alloc(bytes) : gpu_hooks().alloc(bytes);
+  if (device_ == Device::CPU) data_ = host_alloc(bytes);
+  else data_ = stream_ordered_ ? gpu_hooks().alloc_async(bytes, stream_) : gpu_hooks().alloc(bytes);
   bytes_ = bytes;
 }
 

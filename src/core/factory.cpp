@@ -98,6 +98,7 @@ Model create_from_config(uint32_t n_input_dims, uint32_t n_output_dims, const js
   else
     m.network = create_network(net, n_input_dims, n_output_dims, options);
   m.trainer = std::make_shared<Trainer>(m.network, m.optimizer, m.loss, seed);
+  m.config = config;
   return m;
 }
 

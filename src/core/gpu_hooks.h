@@ -9,6 +9,9 @@ namespace tinyfuse {
 struct GpuHooks {
   void* (*alloc)(size_t bytes);
   void (*free)(void* p);
+  // Stream-ordered allocation from a caching pool (cudaMallocAsync / cudaFreeAsync).
+  void* (*alloc_async)(size_t bytes, Stream stream);
+  void (*free_async)(void* p, Stream stream);
   void (*copy_device)(const TensorView& dst, const TensorView& src);
   void (*copy_to_host_dense)(const TensorView& src, void* host);
   void (*copy_from_host_dense)(const TensorView& dst, const void* host);

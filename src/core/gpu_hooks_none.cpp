@@ -13,6 +13,8 @@ namespace {
 }
 void* alloc(size_t) { no_gpu(); }
 void release(void*) {}
+void* alloc_async(size_t, Stream) { no_gpu(); }
+void release_async(void*, Stream) {}
 void copy_device(const TensorView&, const TensorView&) { no_gpu(); }
 void to_host(const TensorView&, void*) { no_gpu(); }
 void from_host(const TensorView&, const void*) { no_gpu(); }
@@ -23,7 +25,7 @@ int device_count() { return 0; }
 }  // namespace
 
 const GpuHooks& gpu_hooks() {
-  static const GpuHooks hooks{alloc, release, copy_device, to_host, from_host, fill, sync, sum, device_count};
+  static const GpuHooks hooks{alloc, release, alloc_async, release_async, copy_device, to_host, from_host, fill, sync, sum, device_count};
   return hooks;
 }
 

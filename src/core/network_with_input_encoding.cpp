@@ -82,7 +82,7 @@ class NetworkWithInputEncoding final : public DifferentiableObject {
     Buffer d_enc_buffer;
     TensorView d_enc;
     if (encoding_needs_grad) {
-      d_enc_buffer = Buffer(device(), enc.numel() * dtype_size(enc.dtype));
+      d_enc_buffer = Buffer::on_stream(device(), enc.numel() * dtype_size(enc.dtype), input.stream);
       d_enc = d_enc_buffer.matrix(enc.dtype, enc.rows(), enc.cols(), input.stream);
     }
     network_->backward(*ctx->network_ctx, enc, output, dL_doutput, encoding_needs_grad ? &d_enc : nullptr,
@@ -116,7 +116,7 @@ class NetworkWithInputEncoding final : public DifferentiableObject {
   }
   TensorView encoded_view(Buffer& buffer, const TensorView& input) const {
     const DType t = network_->input_dtype();
-    buffer = Buffer(device(), static_cast<size_t>(input.rows()) * network_->input_width() * dtype_size(t));
+    buffer = Buffer::on_stream(device(), static_cast<size_t>(input.rows()) * network_->input_width() * dtype_size(t), input.stream);
     return buffer.matrix(t, input.rows(), network_->input_width(), input.stream);
   }
 

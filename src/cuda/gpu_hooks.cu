@@ -10,20 +10,50 @@ namespace tinyfuse {
 
 namespace {
 
-gpuStream_t as_stream(Stream s) { return static_cast<gpuStream_t>(s); }
+// A null stream means this thread's default stream, never the legacy default stream (which
+// would serialise with every other stream of the device).
+gpuStream_t as_stream(Stream s) { return s ? static_cast<gpuStream_t>(s) : gpuStreamPerThread; }
+
+[[noreturn]] void out_of_memory(size_t bytes) {
+  (void)gpuGetLastError();  // clear the error so the process keeps working
+  throw Error("out of GPU memory allocating " + std::to_string(bytes) + " bytes");
+}
 
 void* alloc(size_t bytes) {
   void* p = nullptr;
   gpuError_t e = gpuMalloc(&p, bytes);
-  if (e == gpuErrorMemoryAllocation) {
-    (void)gpuGetLastError();  // clear the sticky error so the process keeps working
-    throw Error("out of GPU memory allocating " + std::to_string(bytes) + " bytes");
-  }
+  if (e == gpuErrorMemoryAllocation) out_of_memory(bytes);
   TF_GPU_CHECK(e);
   return p;
 }
 
 void release(void* p) { (void)gpuFree(p); }
+
+// The device's default memory pool keeps freed blocks for reuse (release threshold raised once),
+// which makes it the caching allocator for per-batch scratch memory.
+void keep_pool_memory() {
+  static const bool done = [] {
+    int device = 0;
+    TF_GPU_CHECK(gpuGetDevice(&device));
+    gpuMemPool_t pool;
+    TF_GPU_CHECK(gpuDeviceGetDefaultMemPool(&pool, device));
+    uint64_t threshold = UINT64_MAX;
+    TF_GPU_CHECK(gpuMemPoolSetAttribute(pool, gpuMemPoolAttrReleaseThreshold, &threshold));
+    return true;
+  }();
+  (void)done;
+}
+
+void* alloc_async(size_t bytes, Stream s) {
+  keep_pool_memory();
+  void* p = nullptr;
+  gpuError_t e = gpuMallocAsync(&p, bytes, as_stream(s));
+  if (e == gpuErrorMemoryAllocation) out_of_memory(bytes);
+  TF_GPU_CHECK(e);
+  return p;
+}
+
+void release_async(void* p, Stream s) { (void)gpuFreeAsync(p, as_stream(s)); }
 
 size_t row_pitch(const TensorView& t) { return static_cast<size_t>(t.strides[0]) * dtype_size(t.dtype); }
 size_t row_bytes(const TensorView& t) { return static_cast<size_t>(t.cols()) * dtype_size(t.dtype); }
@@ -110,7 +140,7 @@ int device_count() {
 }  // namespace
 
 const GpuHooks& gpu_hooks() {
-  static const GpuHooks hooks{alloc, release, copy_device, copy_to_host_dense, copy_from_host_dense, fill, synchronize_stream, sum, device_count};
+  static const GpuHooks hooks{alloc, release, alloc_async, release_async, copy_device, copy_to_host_dense, copy_from_host_dense, fill, synchronize_stream, sum, device_count};
   return hooks;
 }
 

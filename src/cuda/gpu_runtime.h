@@ -21,6 +21,14 @@
 #define gpuStreamSynchronize hipStreamSynchronize
 #define gpuErrorMemoryAllocation hipErrorOutOfMemory
 #define gpuGetDeviceCount hipGetDeviceCount
+#define gpuGetDevice hipGetDevice
+#define gpuStreamPerThread hipStreamPerThread
+#define gpuMemPool_t hipMemPool_t
+#define gpuDeviceGetDefaultMemPool hipDeviceGetDefaultMemPool
+#define gpuMemPoolSetAttribute hipMemPoolSetAttribute
+#define gpuMemPoolAttrReleaseThreshold hipMemPoolAttrReleaseThreshold
+#define gpuMallocAsync hipMallocAsync
+#define gpuFreeAsync hipFreeAsync
 #else
 #include <cuda_runtime.h>
 #define gpuError_t cudaError_t
@@ -36,6 +44,14 @@
 #define gpuStreamSynchronize cudaStreamSynchronize
 #define gpuErrorMemoryAllocation cudaErrorMemoryAllocation
 #define gpuGetDeviceCount cudaGetDeviceCount
+#define gpuGetDevice cudaGetDevice
+#define gpuStreamPerThread cudaStreamPerThread
+#define gpuMemPool_t cudaMemPool_t
+#define gpuDeviceGetDefaultMemPool cudaDeviceGetDefaultMemPool
+#define gpuMemPoolSetAttribute cudaMemPoolSetAttribute
+#define gpuMemPoolAttrReleaseThreshold cudaMemPoolAttrReleaseThreshold
+#define gpuMallocAsync cudaMallocAsync
+#define gpuFreeAsync cudaFreeAsync
 #endif
 
 namespace tinyfuse::gpu {

@@ -1,0 +1,73 @@
+// tiny-cuda-nn's OneBlob encoding, one input value at a time: n_bins features holding how much
+// of a quartic kernel of radius 1/n_bins centred on x falls into each bin [k/n, (k+1)/n) of
+// [0, 1). The domain wraps around (the kernel is also placed at x - 1 and x + 1), so inputs are
+// meant to lie in [0, 1] and the features of one input sum to 1 there.
+//
+// Kernel (Epanechnikov-like quartic, u = t * n_bins):
+//   pdf(t) = n_bins * 15/16 * max(1 - u^2, 0)^2
+//   cdf(t) = clamp(15/16 * u * (1 - 2/3 u^2 + 1/5 u^4) + 1/2, 0, 1)
+// feature k = C((k+1)/n) - C(k/n) with C(b) = sum over s in {-1, 0, 1} of cdf(b - x + s).
+#pragma once
+
+#include <cstdint>
+
+#include "core/activation_math.h"  // TF_HOST_DEVICE
+
+namespace tinyfuse {
+
+template <typename T>
+TF_HOST_DEVICE inline T quartic_cdf(T t, T inv_radius) {
+  const T u = t * inv_radius;
+  const T u2 = u * u;
+  const T v = T(15) / T(16) * u * (T(1) - T(2) / T(3) * u2 + T(1) / T(5) * u2 * u2) + T(0.5);
+  return v < T(0) ? T(0) : (v > T(1) ? T(1) : v);
+}
+
+// d cdf(t) / dt.
+template <typename T>
+TF_HOST_DEVICE inline T quartic_pdf(T t, T inv_radius) {
+  const T u = t * inv_radius;
+  const T w = T(1) - u * u;
+  return w > T(0) ? T(15) / T(16) * w * w * inv_radius : T(0);
+}
+
+// Wrapped CDF at bin boundary b of the kernel centred on x.
+template <typename T>
+TF_HOST_DEVICE inline T oneblob_wrapped_cdf(T b, T x, T inv_radius) {
+  const T t = b - x;
+  return quartic_cdf(t - T(1), inv_radius) + quartic_cdf(t, inv_radius) + quartic_cdf(t + T(1), inv_radius);
+}
+
+template <typename T>
+TF_HOST_DEVICE inline T oneblob_wrapped_pdf(T b, T x, T inv_radius) {
+  const T t = b - x;
+  return quartic_pdf(t - T(1), inv_radius) + quartic_pdf(t, inv_radius) + quartic_pdf(t + T(1), inv_radius);
+}
+
+// Writes the n_bins features of x to out[0 .. n_bins).
+template <typename T>
+TF_HOST_DEVICE inline void oneblob_encode(uint32_t n_bins, T x, T* out) {
+  const T n = T(n_bins);
+  T left = oneblob_wrapped_cdf(T(0), x, n);
+  for (uint32_t k = 0; k < n_bins; ++k) {
+    const T right = oneblob_wrapped_cdf(T(k + 1) / n, x, n);
+    out[k] = right - left;
+    left = right;
+  }
+}
+
+// dL/dx given dL/d(features): d feature_k / dx = pdf(k/n - x) - pdf((k+1)/n - x) (wrapped).
+template <typename T>
+TF_HOST_DEVICE inline T oneblob_backward(uint32_t n_bins, T x, const T* dL_dout) {
+  const T n = T(n_bins);
+  T left = oneblob_wrapped_pdf(T(0), x, n);
+  T result = T(0);
+  for (uint32_t k = 0; k < n_bins; ++k) {
+    const T right = oneblob_wrapped_pdf(T(k + 1) / n, x, n);
+    result += dL_dout[k] * (left - right);
+    left = right;
+  }
+  return result;
+}
+
+}  // namespace tinyfuse

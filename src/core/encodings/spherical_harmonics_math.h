@@ -1,0 +1,104 @@
+// tiny-cuda-nn's SphericalHarmonics encoding: the real spherical harmonics of bands
+// l = 0 .. degree-1 (degree^2 features) of a direction (x, y, z).
+//
+// Ordering and signs follow tiny-cuda-nn: feature l^2 + l + m for m = -l .. l, with the
+// Condon-Shortley phase (-1)^m, i.e.
+//   Y_l^m = (-1)^|m| K_l^|m| Q_l^|m|(z) A_m(x, y)
+//   K_l^m = sqrt((2l+1)/(4 pi) (l-m)!/(l+m)! * (m > 0 ? 2 : 1))
+//   Q_l^m(z) = d^m P_l(z) / dz^m     (P_l the Legendre polynomial)
+//   A_m = Re((x + iy)^m) for m > 0, Im((x + iy)^|m|) for m < 0, 1 for m = 0
+// which is the polynomial form tiny-cuda-nn evaluates: it is not normalised, so directions off
+// the unit sphere give the same polynomial's values as in tiny-cuda-nn (Y_1^-1 = -0.4886 y,
+// Y_2^0 = 0.9462 z^2 - 0.3154, ...). The encoding maps its inputs from [0, 1] to [-1, 1]
+// (x = 2u - 1) before calling these; that mapping lives with the caller.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "core/activation_math.h"  // TF_HOST_DEVICE
+
+namespace tinyfuse {
+
+constexpr uint32_t kMaxShDegree = 8;
+
+// q[m][l] = Q_l^m(z) for m <= l < degree (from the associated Legendre recurrence, which holds
+// for these polynomial parts as for P_l^m); entries with m > l are left unset.
+template <typename T>
+TF_HOST_DEVICE inline void sh_legendre_parts(uint32_t degree, T z, T (&q)[kMaxShDegree][kMaxShDegree]) {
+  T diagonal = T(1);  // (2m-1)!!
+  for (uint32_t m = 0; m < degree; ++m) {
+    if (m > 0) diagonal *= T(2 * m - 1);
+    q[m][m] = diagonal;
+    if (m + 1 < degree) q[m][m + 1] = T(2 * m + 1) * z * diagonal;
+    for (uint32_t l = m + 1; l + 1 < degree; ++l)
+      q[m][l + 1] = (T(2 * l + 1) * z * q[m][l] - T(l + m) * q[m][l - 1]) / T(l - m + 1);
+  }
+}
+
+// (-1)^m K_l^m.
+template <typename T>
+TF_HOST_DEVICE inline T sh_signed_norm(uint32_t l, uint32_t m) {
+  using std::sqrt;
+  T r = T(2 * l + 1) / (T(4) * T(3.14159265358979323846));
+  for (uint32_t k = l - m + 1; k <= l + m; ++k) r /= T(k);
+  if (m > 0) r *= T(2);
+  return (m & 1u) ? -sqrt(r) : sqrt(r);
+}
+
+// Re and Im of (x + iy)^m for m < degree.
+template <typename T>
+TF_HOST_DEVICE inline void sh_azimuthal_parts(uint32_t degree, T x, T y, T (&re)[kMaxShDegree], T (&im)[kMaxShDegree]) {
+  re[0] = T(1);
+  im[0] = T(0);
+  for (uint32_t m = 1; m < degree; ++m) {
+    re[m] = x * re[m - 1] - y * im[m - 1];
+    im[m] = x * im[m - 1] + y * re[m - 1];
+  }
+}
+
+// Writes the degree^2 features of direction (x, y, z) to out. degree in [1, kMaxShDegree].
+template <typename T>
+TF_HOST_DEVICE inline void sh_encode(uint32_t degree, T x, T y, T z, T* out) {
+  T q[kMaxShDegree][kMaxShDegree], re[kMaxShDegree], im[kMaxShDegree];
+  sh_legendre_parts(degree, z, q);
+  sh_azimuthal_parts(degree, x, y, re, im);
+  for (uint32_t l = 0; l < degree; ++l) {
+    const uint32_t centre = l * l + l;
+    out[centre] = sh_signed_norm<T>(l, 0) * q[0][l];
+    for (uint32_t m = 1; m <= l; ++m) {
+      const T radial = sh_signed_norm<T>(l, m) * q[m][l];
+      out[centre + m] = radial * re[m];
+      out[centre - m] = radial * im[m];
+    }
+  }
+}
+
+// Accumulates dL/d(x, y, z) into grad[0..3) given dL/d(features) of sh_encode.
+template <typename T>
+TF_HOST_DEVICE inline void sh_backward(uint32_t degree, T x, T y, T z, const T* dL_dout, T* grad) {
+  T q[kMaxShDegree][kMaxShDegree], re[kMaxShDegree], im[kMaxShDegree];
+  sh_legendre_parts(degree, z, q);
+  sh_azimuthal_parts(degree, x, y, re, im);
+  T gx = T(0), gy = T(0), gz = T(0);
+  for (uint32_t l = 0; l < degree; ++l) {
+    const uint32_t centre = l * l + l;
+    // d Q_l^m / dz = Q_l^(m+1), which is 0 for m = l.
+    gz += dL_dout[centre] * sh_signed_norm<T>(l, 0) * (l >= 1 ? q[1][l] : T(0));
+    for (uint32_t m = 1; m <= l; ++m) {
+      const T norm = sh_signed_norm<T>(l, m);
+      const T radial = norm * q[m][l];
+      const T dradial_dz = m + 1 <= l ? norm * q[m + 1][l] : T(0);
+      const T g_re = dL_dout[centre + m], g_im = dL_dout[centre - m];
+      // d(x+iy)^m/dx = m (x+iy)^(m-1); d/dy = i m (x+iy)^(m-1).
+      gx += T(m) * radial * (g_re * re[m - 1] + g_im * im[m - 1]);
+      gy += T(m) * radial * (-g_re * im[m - 1] + g_im * re[m - 1]);
+      gz += dradial_dz * (g_re * re[m] + g_im * im[m]);
+    }
+  }
+  grad[0] += gx;
+  grad[1] += gy;
+  grad[2] += gz;
+}
+
+}  // namespace tinyfuse

@@ -1,0 +1,331 @@
+#include "cpu/encodings/grid.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "cpu/parallel.h"
+
+namespace tinyfuse::cpu {
+
+void fill_uniform_tcnn_order(Pcg32& rng, size_t n, float* out, float lo, float hi) {
+  const size_t per_thread = 4, block = 128;
+  const size_t launched = next_multiple((n + per_thread - 1) / per_thread, block);
+  const float range = hi - lo;
+  Pcg32 gen = rng;
+  for (size_t i = 0; i < launched; ++i)
+    for (size_t j = 0; j < per_thread; ++j) {
+      const float u = gen.next_float();  // draw 4i + j
+      const size_t idx = i + launched * j;
+      if (idx < n) out[idx] = std::fma(u, range, lo);  // the GPU fuses u * range + lo
+    }
+  for (size_t k = 0; k < n; ++k) rng.next_uint();
+}
+
+namespace {
+
+constexpr uint32_t kMaxFeatures = 8;
+constexpr int64_t kLookupsPerChunk = 1 << 15;  // corner lookups per parallel chunk of rows
+
+// Where one input row falls in one level: the vertex below it along each axis, the
+// interpolation weight towards the vertex above (after smoothstep), and that weight's derivative
+// with respect to the fractional position.
+template <typename T, uint32_t D>
+struct Cell {
+  uint32_t vertex[D];
+  T w[D];
+  T dw[D];
+};
+
+struct GridContext : Context {
+  int64_t batch = 0;
+};
+
+template <typename T, uint32_t D>
+class GridEncoding final : public Encoding {
+ public:
+  explicit GridEncoding(GridSpec spec) : spec_(std::move(spec)), n_output_(spec_.n_output_dims()), padded_(n_output_) {}
+
+  Device device() const override { return Device::CPU; }
+  DType param_dtype() const override { return dtype_of<T>::value; }
+  DType input_dtype() const override { return dtype_of<T>::value; }
+  DType output_dtype() const override { return dtype_of<T>::value; }
+  uint32_t input_width() const override { return D; }
+  uint32_t padded_output_width() const override { return padded_; }
+  uint32_t output_width() const override { return n_output_; }
+  size_t n_params() const override { return spec_.n_params(); }
+  json hyperparams() const override { return grid_hyperparams(spec_); }
+  std::string name() const override { return "Grid"; }
+
+  // As tiny-cuda-nn: pad to a multiple of lcm(alignment, n_features_per_level); padding is 0.
+  void set_alignment(uint32_t alignment) override {
+    padded_ = next_multiple(n_output_, std::lcm(std::max(alignment, 1u), spec_.n_features_per_level));
+  }
+
+  std::vector<ParamSegment> param_segments() const override {
+    std::vector<ParamSegment> segs;
+    const size_t F = spec_.n_features_per_level;
+    for (uint32_t l = 0; l < spec_.n_levels; ++l)
+      segs.push_back({spec_.level_offset[l] * F, spec_.level_table_size(l) * F, ParamSegment::Kind::Grid, 0, 0});
+    return segs;
+  }
+
+  void set_params(const TensorView& params, const TensorView& inference_params, const TensorView& gradients) override {
+    auto check = [&](const TensorView& t, const char* what, bool optional) -> T* {
+      if (optional && t.data == nullptr) return nullptr;
+      if (t.device != Device::CPU || t.dtype != param_dtype() || static_cast<size_t>(t.numel()) != n_params() ||
+          !t.contiguous())
+        throw ShapeError(std::string(what) + ": expected " + std::to_string(n_params()) + " contiguous " +
+                         to_string(param_dtype()) + " values on cpu, got " + t.describe());
+      return static_cast<T*>(t.data);
+    };
+    params_ = check(params, "params", false);
+    inference_params_ = check(inference_params, "inference_params", false);
+    gradients_ = check(gradients, "gradients", true);
+  }
+
+  // tiny-cuda-nn's grid initialisation: uniform in +-1e-4 * scale, in its GPU fill order.
+  void initialize_params(Pcg32& rng, float* params_host, float scale) override {
+    fill_uniform_tcnn_order(rng, n_params(), params_host, -1e-4f * scale, 1e-4f * scale);
+  }
+
+  void inference(const TensorView& input, const TensorView& output) override {
+    check_io(input, &output);
+    encode(input, output, inference_params_);
+  }
+
+  std::unique_ptr<Context> forward(const TensorView& input, const TensorView* output, bool use_inference_params,
+                                   bool /*prepare_input_gradients: backward recomputes what it needs*/) override {
+    check_io(input, output);
+    auto ctx = std::make_unique<GridContext>();
+    ctx->batch = input.rows();
+    if (output) encode(input, *output, use_inference_params ? inference_params_ : params_);
+    return ctx;
+  }
+
+  void backward(const Context& base_ctx, const TensorView& input, const TensorView& /*output*/,
+                const TensorView& dL_doutput, const TensorView* dL_dinput, bool use_inference_params,
+                GradientMode mode) override {
+    const auto* ctx = dynamic_cast<const GridContext*>(&base_ctx);
+    if (!ctx) throw Error(name() + "::backward: context does not come from this encoding's forward()");
+    check_io(input, nullptr);
+    const int64_t batch = input.rows();
+    if (ctx->batch != batch)
+      throw ShapeError(name() + "::backward: input batch " + std::to_string(batch) +
+                       " differs from the forward() that made the context (" + std::to_string(ctx->batch) + ")");
+    check_matrix(dL_doutput, "dL_doutput", batch, padded_, dtype_of<T>::value, Device::CPU);
+    check_rows_dense(dL_doutput, "dL_doutput");
+    if (dL_dinput) {
+      check_matrix(*dL_dinput, "dL_dinput", batch, D, dtype_of<T>::value, Device::CPU);
+      check_rows_dense(*dL_dinput, "dL_dinput");
+    }
+    if (mode != GradientMode::Ignore && !gradients_)
+      throw Error(name() + "::backward: parameter gradients requested but set_params() got no gradient buffer");
+
+    if (mode != GradientMode::Ignore) param_gradients(input, dL_doutput, mode == GradientMode::Accumulate);
+    if (dL_dinput) input_gradients(input, dL_doutput, *dL_dinput, use_inference_params ? inference_params_ : params_);
+  }
+
+ private:
+  void check_io(const TensorView& input, const TensorView* output) const {
+    if (!params_) throw Error(name() + ": no parameters set; call set_params() (or use a Trainer) first");
+    check_matrix(input, "input", -1, D, dtype_of<T>::value, Device::CPU);
+    check_rows_dense(input, "input");
+    if (output) {
+      check_matrix(*output, "output", input.rows(), padded_, dtype_of<T>::value, Device::CPU);
+      check_rows_dense(*output, "output");
+    }
+  }
+
+  int64_t rows_per_chunk(uint32_t lookups_per_level) const {
+    return std::max<int64_t>(16, kLookupsPerChunk / std::max<int64_t>(1, int64_t(spec_.n_levels) * lookups_per_level));
+  }
+
+  void locate(const T* x, uint32_t level, Cell<T, D>& c) const {
+    const T scale = T(spec_.level_scale[level]);
+    for (uint32_t d = 0; d < D; ++d) {
+      const T p = grid_position(scale, x[d]);
+      const T fl = std::floor(p);
+      c.vertex[d] = grid_vertex(fl);
+      const T frac = p - fl;
+      if (spec_.interpolation == GridInterpolation::Smoothstep) {
+        c.w[d] = grid_smoothstep(frac);
+        c.dw[d] = grid_smoothstep_derivative(frac);
+      } else {
+        c.w[d] = frac;
+        c.dw[d] = T(1);
+      }
+    }
+  }
+
+  // Index of the first parameter of vertex `v`'s entry in `level`.
+  size_t param_index(uint32_t level, const uint32_t* v) const {
+    const uint32_t entry =
+        grid_entry(spec_.type, spec_.hash, spec_.level_table_size(level), spec_.level_resolution[level], v, D);
+    return (static_cast<size_t>(spec_.level_offset[level]) + entry) * spec_.n_features_per_level;
+  }
+
+  // Corner `corner` of the cell (bit d: lower or upper vertex along axis d) and its weight.
+  T corner(const Cell<T, D>& c, uint32_t corner, uint32_t* v) const {
+    T w = T(1);
+    for (uint32_t d = 0; d < D; ++d) {
+      if ((corner >> d) & 1u) {
+        w *= c.w[d];
+        v[d] = c.vertex[d] + 1;
+      } else {
+        w *= T(1) - c.w[d];
+        v[d] = c.vertex[d];
+      }
+    }
+    return w;
+  }
+
+  void encode(const TensorView& input, const TensorView& output, const T* grid) const {
+    const uint32_t F = spec_.n_features_per_level;
+    const T* x = input.ptr<T>();
+    T* y = output.ptr<T>();
+    const int64_t ldx = input.strides[0], ldy = output.strides[0];
+    const bool nearest = spec_.interpolation == GridInterpolation::Nearest;
+    parallel_for(input.rows(), rows_per_chunk(nearest ? 1 : 1u << D), [&](int64_t b0, int64_t b1) {
+      Cell<T, D> c;
+      uint32_t v[D];
+      for (uint32_t l = 0; l < spec_.n_levels; ++l) {
+        for (int64_t b = b0; b < b1; ++b) {
+          locate(x + b * ldx, l, c);
+          T* out = y + b * ldy + l * F;
+          if (nearest) {
+            const T* p = grid + param_index(l, c.vertex);
+            for (uint32_t f = 0; f < F; ++f) out[f] = p[f];
+            continue;
+          }
+          T acc[kMaxFeatures] = {};
+          for (uint32_t k = 0; k < (1u << D); ++k) {
+            const T w = corner(c, k, v);
+            const T* p = grid + param_index(l, v);
+            for (uint32_t f = 0; f < F; ++f) acc[f] += w * p[f];
+          }
+          for (uint32_t f = 0; f < F; ++f) out[f] = acc[f];
+        }
+      }
+      for (int64_t b = b0; b < b1; ++b)
+        for (uint32_t j = n_output_; j < padded_; ++j) y[b * ldy + j] = T(0);
+    });
+  }
+
+  // Each level owns a disjoint run of parameters, so levels run in parallel and each level adds
+  // its records' contributions serially in batch order: the sums do not depend on the thread
+  // count or on scheduling, bit for bit.
+  void param_gradients(const TensorView& input, const TensorView& dL_doutput, bool accumulate) const {
+    const uint32_t F = spec_.n_features_per_level;
+    const T* x = input.ptr<T>();
+    const T* dy = dL_doutput.ptr<T>();
+    const int64_t ldx = input.strides[0], ldg = dL_doutput.strides[0];
+    const int64_t batch = input.rows();
+    T* grads = gradients_;
+    parallel_for(spec_.n_levels, 1, [&](int64_t l0, int64_t l1) {
+      Cell<T, D> c;
+      uint32_t v[D];
+      for (int64_t li = l0; li < l1; ++li) {
+        const uint32_t l = static_cast<uint32_t>(li);
+        if (!accumulate)
+          std::fill(grads + size_t(spec_.level_offset[l]) * F, grads + size_t(spec_.level_offset[l + 1]) * F, T(0));
+        for (int64_t b = 0; b < batch; ++b) {
+          const T* g = dy + b * ldg + l * F;
+          locate(x + b * ldx, l, c);
+          if (spec_.interpolation == GridInterpolation::Nearest) {
+            T* dst = grads + param_index(l, c.vertex);
+            for (uint32_t f = 0; f < F; ++f) dst[f] += g[f];
+            continue;
+          }
+          if (spec_.stochastic_interpolation) {
+            // One sample per record and level picks a single corner, all of the gradient going there.
+            const T sample = T(grid_stochastic_sample(static_cast<uint32_t>(b), l, static_cast<uint32_t>(batch)));
+            for (uint32_t d = 0; d < D; ++d) v[d] = sample >= c.w[d] ? c.vertex[d] : c.vertex[d] + 1;
+            T* dst = grads + param_index(l, v);
+            for (uint32_t f = 0; f < F; ++f) dst[f] += g[f];
+            continue;
+          }
+          for (uint32_t k = 0; k < (1u << D); ++k) {
+            const T w = corner(c, k, v);
+            T* dst = grads + param_index(l, v);
+            for (uint32_t f = 0; f < F; ++f) dst[f] += w * g[f];
+          }
+        }
+      }
+    });
+  }
+
+  // dL/dx[d] = sum over levels and features of dL/dy * dy/dx[d], where dy/dx[d] is the
+  // difference of the values on the two faces of the cell across axis d, interpolated over the
+  // other axes, times scale (d pos / dx) and the interpolation kernel's derivative. Nearest
+  // lookups are piecewise constant: their input gradient is 0.
+  void input_gradients(const TensorView& input, const TensorView& dL_doutput, const TensorView& dL_dinput,
+                       const T* grid) const {
+    const uint32_t F = spec_.n_features_per_level;
+    const T* x = input.ptr<T>();
+    const T* dy = dL_doutput.ptr<T>();
+    T* dx = dL_dinput.ptr<T>();
+    const int64_t ldx = input.strides[0], ldg = dL_doutput.strides[0], ldi = dL_dinput.strides[0];
+    const bool nearest = spec_.interpolation == GridInterpolation::Nearest;
+    parallel_for(input.rows(), rows_per_chunk(D << D), [&](int64_t b0, int64_t b1) {
+      Cell<T, D> c;
+      uint32_t v[D];
+      for (int64_t b = b0; b < b1; ++b) {
+        T acc[D] = {};
+        for (uint32_t l = 0; l < spec_.n_levels && !nearest; ++l) {
+          const T* g = dy + b * ldg + l * F;
+          const T scale = T(spec_.level_scale[l]);
+          locate(x + b * ldx, l, c);
+          // The cell's 2^D corner entries, looked up once for all axes.
+          const T* corner_params[1u << D];
+          for (uint32_t k = 0; k < (1u << D); ++k) {
+            for (uint32_t d = 0; d < D; ++d) v[d] = c.vertex[d] + ((k >> d) & 1u);
+            corner_params[k] = grid + param_index(l, v);
+          }
+          for (uint32_t gd = 0; gd < D; ++gd) {
+            T sum = T(0);
+            for (uint32_t k = 0; k < (1u << D); ++k) {
+              if ((k >> gd) & 1u) continue;  // k: lower face across axis gd; k | bit gd: upper face
+              T w = scale;
+              for (uint32_t d = 0; d < D; ++d)
+                if (d != gd) w *= ((k >> d) & 1u) ? c.w[d] : T(1) - c.w[d];
+              const T* lo = corner_params[k];
+              const T* hi = corner_params[k | (1u << gd)];
+              T dot = T(0);
+              for (uint32_t f = 0; f < F; ++f) dot += (hi[f] - lo[f]) * g[f];
+              sum += w * dot;
+            }
+            acc[gd] += sum * c.dw[gd];
+          }
+        }
+        for (uint32_t d = 0; d < D; ++d) dx[b * ldi + d] = acc[d];
+      }
+    });
+  }
+
+  GridSpec spec_;
+  uint32_t n_output_, padded_;
+  T* params_ = nullptr;
+  T* inference_params_ = nullptr;
+  T* gradients_ = nullptr;
+};
+
+}  // namespace
+
+template <typename T>
+std::unique_ptr<Encoding> make_grid_encoding(const GridSpec& spec) {
+  switch (spec.n_dims) {
+    case 1: return std::make_unique<GridEncoding<T, 1>>(spec);
+    case 2: return std::make_unique<GridEncoding<T, 2>>(spec);
+    case 3: return std::make_unique<GridEncoding<T, 3>>(spec);
+    case 4: return std::make_unique<GridEncoding<T, 4>>(spec);
+    default:
+      throw ConfigError("encoding.n_input_dims", std::to_string(spec.n_dims), "grid encodings encode 1 to 4 input dimensions",
+                        "1, 2, 3, 4");
+  }
+}
+
+template std::unique_ptr<Encoding> make_grid_encoding<float>(const GridSpec&);
+template std::unique_ptr<Encoding> make_grid_encoding<double>(const GridSpec&);
+
+}  // namespace tinyfuse::cpu

@@ -1,0 +1,41 @@
+#include "cpu/encodings/oneblob.h"
+
+#include "core/encodings/basic_config.h"
+#include "core/encodings/oneblob_math.h"
+#include "cpu/encodings/cpu_encoding.h"
+
+namespace tinyfuse::cpu {
+
+namespace {
+
+template <typename T>
+class OneBlobEncoding final : public RowwiseEncoding<T> {
+ public:
+  OneBlobEncoding(uint32_t n_dims, uint32_t n_bins)
+      : RowwiseEncoding<T>("OneBlob", n_dims, n_dims * n_bins, false, {{"otype", "OneBlob"}, {"n_bins", n_bins}}),
+        n_bins_(n_bins) {}
+
+ protected:
+  void encode_row(const T* x, T* y) const override {
+    for (uint32_t d = 0; d < this->input_width(); ++d) oneblob_encode(n_bins_, x[d], y + d * n_bins_);
+  }
+  void backward_row(const T* x, const T* dL_dy, T* dx) const override {
+    for (uint32_t d = 0; d < this->input_width(); ++d) dx[d] = oneblob_backward(n_bins_, x[d], dL_dy + d * n_bins_);
+  }
+
+ private:
+  uint32_t n_bins_;
+};
+
+}  // namespace
+
+template <typename T>
+std::unique_ptr<Encoding> make_oneblob_encoding(const json& config, const std::string& path, uint32_t n_dims) {
+  const OneBlobSpec spec = parse_oneblob_config(config, path);
+  return std::make_unique<OneBlobEncoding<T>>(n_dims, spec.n_bins);
+}
+
+template std::unique_ptr<Encoding> make_oneblob_encoding<float>(const json&, const std::string&, uint32_t);
+template std::unique_ptr<Encoding> make_oneblob_encoding<double>(const json&, const std::string&, uint32_t);
+
+}  // namespace tinyfuse::cpu

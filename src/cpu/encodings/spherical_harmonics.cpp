@@ -1,0 +1,44 @@
+#include "cpu/encodings/spherical_harmonics.h"
+
+#include "core/encodings/basic_config.h"
+#include "core/encodings/spherical_harmonics_math.h"
+#include "cpu/encodings/cpu_encoding.h"
+
+namespace tinyfuse::cpu {
+
+namespace {
+
+template <typename T>
+class SphericalHarmonicsEncoding final : public RowwiseEncoding<T> {
+ public:
+  explicit SphericalHarmonicsEncoding(uint32_t degree)
+      : RowwiseEncoding<T>("SphericalHarmonics", 3, degree * degree, /*pad_in_front=*/true,
+                           {{"otype", "SphericalHarmonics"}, {"degree", degree}}),
+        degree_(degree) {}
+
+ protected:
+  // tiny-cuda-nn reads its inputs as [0, 1]^3 and maps them to [-1, 1]^3.
+  void encode_row(const T* u, T* y) const override {
+    sh_encode(degree_, u[0] * T(2) - T(1), u[1] * T(2) - T(1), u[2] * T(2) - T(1), y);
+  }
+  void backward_row(const T* u, const T* dL_dy, T* du) const override {
+    sh_backward(degree_, u[0] * T(2) - T(1), u[1] * T(2) - T(1), u[2] * T(2) - T(1), dL_dy, du);
+    for (int d = 0; d < 3; ++d) du[d] *= T(2);
+  }
+
+ private:
+  uint32_t degree_;
+};
+
+}  // namespace
+
+template <typename T>
+std::unique_ptr<Encoding> make_spherical_harmonics_encoding(const json& config, const std::string& path, uint32_t n_dims) {
+  const SphericalHarmonicsSpec spec = parse_spherical_harmonics_config(config, path, n_dims);
+  return std::make_unique<SphericalHarmonicsEncoding<T>>(spec.degree);
+}
+
+template std::unique_ptr<Encoding> make_spherical_harmonics_encoding<float>(const json&, const std::string&, uint32_t);
+template std::unique_ptr<Encoding> make_spherical_harmonics_encoding<double>(const json&, const std::string&, uint32_t);
+
+}  // namespace tinyfuse::cpu
