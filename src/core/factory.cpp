@@ -10,6 +10,9 @@
 #include "cpu/losses.h"
 #include "cpu/mlp.h"
 #include "cpu/optimizers/optimizers.h"
+#ifdef TINYFUSE_WITH_CUDA
+#include "cuda/backend.h"
+#endif
 
 namespace tinyfuse {
 
@@ -44,6 +47,9 @@ json network_hyperparams(const MlpSpec& s) {
 std::unique_ptr<Network> create_network(const json& config, uint32_t n_input_dims, uint32_t n_output_dims,
                                         const BuildOptions& options) {
   MlpSpec spec = parse_network_config(config, n_input_dims, n_output_dims, options.device);
+#ifdef TINYFUSE_WITH_CUDA
+  if (options.device == Device::CUDA) return cuda::make_network(spec, network_hyperparams(spec));
+#endif
   if (options.device != Device::CPU) no_backend("network.otype", options.device);
   check_cpu_precision(options);
   if (options.cpu_precision == DType::F64) return cpu::make_mlp<double>(spec, network_hyperparams(spec));
@@ -63,6 +69,9 @@ std::unique_ptr<Encoding> create_encoding(const json& config, uint32_t n_input_d
 
 std::unique_ptr<Loss> create_loss(const json& config, const BuildOptions& options) {
   LossKind kind = parse_loss_config(config);
+#ifdef TINYFUSE_WITH_CUDA
+  if (options.device == Device::CUDA) return cuda::make_loss(kind);
+#endif
   if (options.device != Device::CPU) no_backend("loss.otype", options.device);
   check_cpu_precision(options);
   if (options.cpu_precision == DType::F64) return cpu::make_loss<double>(kind);
@@ -70,6 +79,9 @@ std::unique_ptr<Loss> create_loss(const json& config, const BuildOptions& option
 }
 
 std::unique_ptr<Optimizer> create_optimizer(const json& config, const BuildOptions& options) {
+#ifdef TINYFUSE_WITH_CUDA
+  if (options.device == Device::CUDA) return cuda::make_optimizer(config, "optimizer");
+#endif
   if (options.device != Device::CPU) no_backend("optimizer.otype", options.device);
   return cpu::make_optimizer(config, "optimizer");
 }

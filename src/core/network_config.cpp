@@ -3,6 +3,9 @@
 #include <algorithm>
 
 #include "core/config_reader.h"
+#ifdef TINYFUSE_WITH_CUDA
+#include "cuda/backend.h"
+#endif
 
 namespace tinyfuse {
 
@@ -15,8 +18,8 @@ bool runs_on(const std::string& otype, Device device) {
   const bool gpu_only = otype == "BlasLtMLP" || otype == "BlasLtMLPFP16" || otype == "Width64FusedMLP";
   if (device == Device::CPU) return !gpu_only;
 #ifdef TINYFUSE_WITH_CUDA
-  (void)otype;
-  return false;  // the CUDA backend registers its otypes as they land
+  const auto& gpu = cuda::network_otypes();
+  return std::find(gpu.begin(), gpu.end(), otype) != gpu.end();
 #else
   return false;
 #endif
