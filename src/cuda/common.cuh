@@ -1,0 +1,41 @@
+// Helpers every CUDA source of the backend shares: streams, launch geometry, element types.
+#pragma once
+
+#include <cstdint>
+
+#include "cuda/gpu_runtime.h"
+#include "tinyfuse/tensor.h"
+
+#if defined(TINYFUSE_WITH_HIP)
+#include <hip/hip_fp16.h>
+#else
+#include <cuda_fp16.h>
+#endif
+
+namespace tinyfuse::cuda {
+
+// A TensorView's stream as a runtime stream. Null means this thread's default stream: tinyfuse
+// never queues work on the legacy default stream, which would serialise with every stream.
+inline gpuStream_t stream_of(const TensorView& t) {
+  return t.stream ? static_cast<gpuStream_t>(t.stream) : gpuStreamPerThread;
+}
+inline gpuStream_t stream_of(Stream s) { return s ? static_cast<gpuStream_t>(s) : gpuStreamPerThread; }
+
+constexpr int kThreadsPerBlock = 256;
+
+inline unsigned blocks_for(int64_t n, int threads = kThreadsPerBlock) {
+  return static_cast<unsigned>((n + threads - 1) / threads);
+}
+
+// Element types by DType, and conversions through float inside kernels.
+template <typename T> struct gpu_dtype_of;
+template <> struct gpu_dtype_of<float> { static constexpr DType value = DType::F32; };
+template <> struct gpu_dtype_of<__half> { static constexpr DType value = DType::F16; };
+
+__device__ __forceinline__ float to_float(float x) { return x; }
+__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
+template <typename T> __device__ __forceinline__ T from_float(float x);
+template <> __device__ __forceinline__ float from_float<float>(float x) { return x; }
+template <> __device__ __forceinline__ __half from_float<__half>(float x) { return __float2half_rn(x); }
+
+}  // namespace tinyfuse::cuda
