@@ -1,8 +1,9 @@
-// tinyfuse-bench: command line, then the runs in order (sgemm peak, then every network x mode x
-// batch), progress on stderr, the table on stdout and the JSON record on disk.
+// tinyfuse-bench: command line, then the runs in order (sgemm peak on the CPU, then every
+// network x width x mode x batch), progress on stderr, the table on stdout and the JSON record on disk.
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -22,19 +23,31 @@ namespace tb = tinyfuse::bench;
 namespace {
 
 const char* kUsage =
-    "usage: tinyfuse-bench [--device cpu|cuda] [--batches 14,16] [--out FILE.json]\n"
-    "                      [--repeats N] [--warmup N] [--quick] [--help]\n"
+    "usage: tinyfuse-bench [--device cpu|cuda] [--networks A,B] [--widths 64,128] [--batches 14,16]\n"
+    "                      [--out FILE.json] [--repeats N] [--warmup N] [--quick]\n"
+    "                      [--ceilings TORCH.json] [--compare TORCH.json] [--queue-runs] [--help]\n"
     "\n"
-    "Throughput of the 64->64x2->64 ReLU MLP (PortableMLP, CutlassMLP), inference and training\n"
-    "(L2 loss, Adam), compared with the FP32 sgemm rate of the same BLAS measured in the same run.\n"
+    "Throughput of the n->n x2->n ReLU MLP, inference and training (L2 loss, Adam).\n"
+    "cpu: PortableMLP and CutlassMLP against the FP32 sgemm rate of the same BLAS, measured in the same run.\n"
+    "cuda: PortableMLP, BlasLtMLP and BlasLtMLPFP16 timed with CUDA events, against the copy bandwidth and\n"
+    "matmul rates and the PyTorch figures that benchmarks/torch/torch_mlp.py measured.\n"
     "\n"
-    "  --device D     cpu (default) or cuda\n"
-    "  --batches L    comma-separated log2 batch sizes, 0..24 (default 14,16: 16384 and 65536)\n"
-    "  --out FILE     JSON output (default benchmarks/results/<device>-latest.json); its folder is created\n"
-    "  --repeats N    timed runs per measurement; the median is reported (default 10)\n"
-    "  --warmup N     untimed runs before them (default 3)\n"
-    "  --quick        --warmup 1 --repeats 3 (explicit --warmup/--repeats win)\n"
-    "  --help, -h     this text\n";
+    "  --device D        cpu (default) or cuda\n"
+    "  --networks L      comma-separated otypes (default cpu: PortableMLP,CutlassMLP;\n"
+    "                    cuda: PortableMLP,BlasLtMLP,BlasLtMLPFP16)\n"
+    "  --widths L        comma-separated widths n, 1..4096 (default cpu: 64; cuda: 64,128)\n"
+    "  --batches L       comma-separated log2 batch sizes, 0..24 (default cpu: 14,16; cuda: 14,16,18,20,22)\n"
+    "  --out FILE        JSON output (default benchmarks/results/<device>-latest.json); its folder is created\n"
+    "  --repeats N       timed runs per measurement; the median is reported (default cpu 10, cuda 50)\n"
+    "  --warmup N        untimed runs before them (default cpu 3, cuda 10)\n"
+    "  --quick           cpu: --warmup 1 --repeats 3; cuda: --warmup 3 --repeats 10 (explicit values win)\n"
+    "  --ceilings FILE   cuda: torch_mlp.py's JSON; its copy bandwidth and matmul rates (fp16 for 16-bit\n"
+    "                    networks, fp32 for FP32 ones) give the % of memory / compute limit columns\n"
+    "  --compare FILE    cuda: torch_mlp.py's JSON; adds PyTorch eager / compile samples/s of the same width,\n"
+    "                    batch, mode and precision, and the ratio tinyfuse / PyTorch\n"
+    "  --queue-runs      cuda: queue the timed runs back to back instead of waiting for each one\n"
+    "                    (each still has its own event pair)\n"
+    "  --help, -h        this text\n";
 
 struct UsageError {
   std::string message;
@@ -42,10 +55,13 @@ struct UsageError {
 
 struct Options {
   std::string device = "cpu";
-  std::vector<int> batch_log2 = {14, 16};
-  std::string out;
+  std::optional<std::vector<int>> batch_log2;
+  std::optional<std::vector<int>> widths;
+  std::optional<std::vector<std::string>> networks;
+  std::string out, ceilings, compare;
   std::optional<int> repeats, warmup;
   bool quick = false;
+  bool queue_runs = false;
   bool help = false;
 };
 
@@ -63,17 +79,27 @@ int parse_int(const std::string& flag, const std::string& text, int lo, int hi) 
   return static_cast<int>(v);
 }
 
-std::vector<int> parse_batches(const std::string& text) {
-  std::vector<int> out;
+std::vector<std::string> split_list(const std::string& flag, const std::string& text, const char* example) {
+  std::vector<std::string> out;
   std::stringstream ss(text);
   std::string item;
-  while (std::getline(ss, item, ',')) out.push_back(parse_int("batches", item, 0, 24));
-  if (out.empty() || text.back() == ',') throw UsageError{"--batches takes log2 sizes like 14,16, got '" + text + "'"};
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) throw UsageError{"--" + flag + " takes a list like " + example + ", got '" + text + "'"};
+    out.push_back(item);
+  }
+  if (out.empty() || text.back() == ',') throw UsageError{"--" + flag + " takes a list like " + example + ", got '" + text + "'"};
+  return out;
+}
+
+std::vector<int> parse_int_list(const std::string& flag, const std::string& text, const char* example, int lo, int hi) {
+  std::vector<int> out;
+  for (const std::string& item : split_list(flag, text, example)) out.push_back(parse_int(flag, item, lo, hi));
   return out;
 }
 
 Options parse_args(int argc, char** argv) {
-  static const std::vector<std::string> known = {"device", "batches", "out", "repeats", "warmup", "quick", "help"};
+  static const std::vector<std::string> known = {"device", "networks", "widths", "batches", "out", "repeats", "warmup",
+                                                 "quick", "ceilings", "compare", "queue-runs", "help"};
   Options o;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -89,9 +115,9 @@ Options parse_args(int argc, char** argv) {
       name = name.substr(0, eq);
       has_value = true;
     }
-    if (name == "quick") {
-      if (has_value) throw UsageError{"--quick takes no value"};
-      o.quick = true;
+    if (name == "quick" || name == "queue-runs") {
+      if (has_value) throw UsageError{"--" + name + " takes no value"};
+      (name == "quick" ? o.quick : o.queue_runs) = true;
       continue;
     }
     bool is_known = false;
@@ -110,19 +136,32 @@ Options parse_args(int argc, char** argv) {
       if (value != "cpu" && value != "cuda") throw UsageError{"--device takes cpu or cuda, got '" + value + "'"};
       o.device = value;
     } else if (name == "batches") {
-      o.batch_log2 = parse_batches(value);
+      o.batch_log2 = parse_int_list(name, value, "14,16", 0, 24);
+    } else if (name == "widths") {
+      o.widths = parse_int_list(name, value, "64,128", 1, 4096);
+    } else if (name == "networks") {
+      o.networks = split_list(name, value, "PortableMLP,BlasLtMLP");
     } else if (name == "out") {
       if (value.empty()) throw UsageError{"--out needs a file name"};
       o.out = value;
+    } else if (name == "ceilings" || name == "compare") {
+      if (value.empty()) throw UsageError{"--" + name + " needs a file name"};
+      (name == "ceilings" ? o.ceilings : o.compare) = value;
     } else if (name == "repeats") {
       o.repeats = parse_int(name, value, 1, 100000);
     } else if (name == "warmup") {
       o.warmup = parse_int(name, value, 0, 100000);
     }
   }
+  if (o.device == "cpu") {
+    if (!o.ceilings.empty()) throw UsageError{"--ceilings is for --device cuda (the CPU run measures its own sgemm peak)"};
+    if (!o.compare.empty()) throw UsageError{"--compare is for --device cuda (the PyTorch figures are GPU figures)"};
+    if (o.queue_runs) throw UsageError{"--queue-runs is for --device cuda"};
+  }
   return o;
 }
 
+#ifndef TINYFUSE_BENCH_CUDA
 // --device cuda in a build without it: say so plainly instead of a stack of config details.
 int no_cuda(const tinyfuse::Error& e) {
   const std::string what = e.what();
@@ -136,16 +175,51 @@ int no_cuda(const tinyfuse::Error& e) {
     std::cerr << "tinyfuse-bench: --device cuda cannot build the benchmark network: " << what << '\n';
   return 1;
 }
+#endif
+
+std::string progress_suffix(const tb::Report& r, const tb::CaseResult& res) {
+  std::string out;
+  if (r.ceilings)
+    if (const auto h = tb::hardware_limit(res, *r.ceilings)) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%.1f %% of the %s limit", h->percent_of_binding, h->binding.c_str());
+      out += buf;
+    }
+  if (r.torch)
+    for (const tb::TorchComparison& c : tb::compare_with_torch(res, *r.torch))
+      if (c.ratio) {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "%.2fx torch %s", *c.ratio, c.variant.c_str());
+        out += (out.empty() ? "" : ", ") + std::string(buf);
+      }
+  return out.empty() ? out : " (" + out + ")";
+}
 
 int run(const Options& o) {
   const tinyfuse::Device device = o.device == "cuda" ? tinyfuse::Device::CUDA : tinyfuse::Device::CPU;
-  if (device != tinyfuse::Device::CPU) {
+  const bool gpu = device != tinyfuse::Device::CPU;
+#ifdef TINYFUSE_BENCH_CUDA
+  std::unique_ptr<tb::GpuBench> gpu_bench;
+  if (gpu) {
+    try {
+      gpu_bench = std::make_unique<tb::GpuBench>(1337);
+    } catch (const std::exception& e) {
+      std::cerr << "tinyfuse-bench: --device cuda: no usable GPU: " << e.what() << '\n';
+      return 1;
+    }
+  }
+#else
+  if (gpu) {
     try {
       tb::probe_device(device);
     } catch (const tinyfuse::Error& e) {
       return no_cuda(e);
     }
+    std::cerr << "tinyfuse-bench: this tinyfuse-bench was built without TINYFUSE_BENCH_CUDA; rebuild it with the "
+                 "library's CUDA backend (-DTINYFUSE_CUDA=ON)\n";
+    return 1;
   }
+#endif
 
   tb::Report r;
   r.tool_version = TINYFUSE_BENCH_VERSION;
@@ -155,19 +229,54 @@ int run(const Options& o) {
   r.blas = tinyfuse::cpu::blas_name();
   r.threads = tinyfuse::cpu::num_threads();
   r.device = o.device;
-  r.plan.warmup = o.warmup.value_or(o.quick ? 1 : 3);
-  r.plan.repeats = o.repeats.value_or(o.quick ? 3 : 10);
-  r.networks = {"PortableMLP", "CutlassMLP"};
-  for (int l : o.batch_log2) r.batches.push_back(int64_t{1} << l);
+  r.plan.warmup = o.warmup.value_or(gpu ? (o.quick ? 3 : 10) : (o.quick ? 1 : 3));
+  r.plan.repeats = o.repeats.value_or(gpu ? (o.quick ? 10 : 50) : (o.quick ? 3 : 10));
+  r.plan.sync_each_run = !o.queue_runs;
+  if (o.networks) {
+    r.networks = *o.networks;
+  } else {
+    for (const tb::BenchNetwork& n : tb::bench_networks(device))
+      if (n.by_default) r.networks.push_back(n.otype);
+  }
+  for (const std::string& n : r.networks) {
+    bool listed = false;
+    for (const tb::BenchNetwork& k : tb::bench_networks(device)) listed = listed || k.otype == n;
+    if (!listed)
+      std::cerr << "tinyfuse-bench: note: " << n << " is not in tinyfuse-bench's " << o.device
+                << " network list; running it anyway\n";
+  }
+  r.widths.clear();
+  if (o.widths)
+    for (int w : *o.widths) r.widths.push_back(static_cast<uint32_t>(w));
+  else
+    r.widths = gpu ? std::vector<uint32_t>{64, 128} : std::vector<uint32_t>{tb::kMlpNeurons};
+  const std::vector<int> batch_log2 = o.batch_log2 ? *o.batch_log2 : gpu ? std::vector<int>{14, 16, 18, 20, 22}
+                                                                         : std::vector<int>{14, 16};
+  for (int l : batch_log2) r.batches.push_back(int64_t{1} << l);
   const std::string out = o.out.empty() ? "benchmarks/results/" + o.device + "-latest.json" : o.out;
   try {
     tb::prepare_output_folder(out);
+    if (!o.ceilings.empty()) r.ceilings = tb::load_ceilings(o.ceilings);
+    if (!o.compare.empty()) r.torch = tb::load_torch_run(o.compare);
   } catch (const std::exception& e) {
-    std::cerr << "tinyfuse-bench: --out: " << e.what() << '\n';
+    std::cerr << "tinyfuse-bench: " << e.what() << '\n';
     return 1;
   }
+#ifdef TINYFUSE_BENCH_CUDA
+  if (gpu_bench) {
+    r.gpu = gpu_bench->info();
+    std::cerr << "[gpu] " << r.gpu->name << " (sm_" << r.gpu->cc_major << r.gpu->cc_minor << "), timing with CUDA events, "
+              << r.plan.warmup << " warm-up + " << r.plan.repeats << " timed runs per case\n";
+    if (r.ceilings && !r.ceilings->device.empty() && r.ceilings->device != r.gpu->name)
+      std::cerr << "tinyfuse-bench: warning: the ceilings were measured on '" << r.ceilings->device << "', this is '"
+                << r.gpu->name << "'\n";
+    if (r.torch && !r.torch->device.empty() && r.torch->device != r.gpu->name)
+      std::cerr << "tinyfuse-bench: warning: the PyTorch figures were measured on '" << r.torch->device << "', this is '"
+                << r.gpu->name << "'\n";
+  }
+#endif
 
-  if (device == tinyfuse::Device::CPU) {
+  if (!gpu) {
     std::cerr << "[sgemm] " << 1024 << "^3 FP32 matmul (hardware limit) ... " << std::flush;
     r.peak = tb::measure_sgemm_peak(r.plan);
     if (r.peak->ok)
@@ -178,16 +287,24 @@ int run(const Options& o) {
 
   std::vector<tb::MlpCase> cases;
   for (const auto& net : r.networks)
-    for (tb::Mode mode : {tb::Mode::Inference, tb::Mode::Training})
-      for (int64_t batch : r.batches) cases.push_back({net, mode, batch});
+    for (uint32_t width : r.widths)
+      for (tb::Mode mode : {tb::Mode::Inference, tb::Mode::Training})
+        for (int64_t batch : r.batches) cases.push_back({net, mode, batch, width});
   bool all_ok = !r.peak || r.peak->ok;
   for (size_t i = 0; i < cases.size(); ++i) {
     const tb::MlpCase& c = cases[i];
-    std::cerr << "[" << i + 1 << "/" << cases.size() << "] " << c.otype << " " << tb::to_string(c.mode) << " batch "
-              << c.batch << " ... " << std::flush;
-    tb::CaseResult res = tb::run_mlp_case(device, c, r.plan, 1337);
+    std::cerr << "[" << i + 1 << "/" << cases.size() << "] " << c.otype << " width " << c.width << " "
+              << tb::to_string(c.mode) << " batch " << (gpu ? tb::batch_label(c.batch) : std::to_string(c.batch))
+              << " ... " << std::flush;
+    tb::CaseResult res;
+#ifdef TINYFUSE_BENCH_CUDA
+    if (gpu_bench)
+      res = gpu_bench->run(c, r.plan, 1337);
+    else
+#endif
+      res = tb::run_mlp_case(device, c, r.plan, 1337);
     if (res.ok)
-      std::cerr << tb::si(res.samples_per_second()) << "samples/s\n";
+      std::cerr << tb::si(res.samples_per_second()) << "samples/s" << progress_suffix(r, res) << '\n';
     else
       std::cerr << "failed: " << res.error << '\n';
     all_ok = all_ok && res.ok;

@@ -12,23 +12,6 @@ namespace tinyfuse::bench {
 
 namespace {
 
-// Forward FLOP per sample: one multiply and one add per weight of every layer.
-double forward_flop_per_sample(const Network& net) {
-  double flop = 0;
-  uint64_t in = net.input_width();
-  for (uint32_t layer = 0; layer <= net.n_hidden_layers(); ++layer) {
-    const uint64_t out = net.width(layer);
-    flop += 2.0 * static_cast<double>(in * out);
-    in = out;
-  }
-  return flop;
-}
-
-double forward_flop_per_sample(const DifferentiableObject& model) {
-  if (const auto* net = dynamic_cast<const Network*>(&model)) return forward_flop_per_sample(*net);
-  throw Error("tinyfuse-bench: the benchmark model is not a Network; cannot count its FLOP");
-}
-
 // Fills `dst` (on any device, any dtype) with uniform values in [lo, hi). FP32 on the CPU is
 // written in place; anything else goes through a host staging buffer and copy_tensor.
 void fill_uniform(Pcg32& rng, const TensorView& dst, float lo, float hi, std::vector<float>& staging) {
@@ -45,6 +28,64 @@ void fill_uniform(Pcg32& rng, const TensorView& dst, float lo, float hi, std::ve
   if (!in_place) copy_tensor(dst, TensorView::matrix(staging.data(), dst.rows(), dst.cols()));
 }
 
+}  // namespace
+
+std::string precision_name(DType t) {
+  switch (t) {
+    case DType::F32: return "fp32";
+    case DType::F16: return "fp16";
+    case DType::BF16: return "bf16";
+    case DType::F64: return "fp64";
+  }
+  return "unknown";
+}
+
+const std::vector<BenchNetwork>& bench_networks(Device device) {
+  static const std::vector<BenchNetwork> cpu = {
+      {"PortableMLP", "fp32", true},
+      {"CutlassMLP", "fp32", true},
+      {"FullyFusedMLP", "fp32", false},
+  };
+  // FullyFusedMLP and Width64FusedMLP: switch by_default on once the CUDA backend builds them.
+  static const std::vector<BenchNetwork> cuda = {
+      {"PortableMLP", "fp32", true},
+      {"BlasLtMLP", "fp32", true},
+      {"BlasLtMLPFP16", "fp16", true},
+      {"FullyFusedMLP", "fp16", false},
+      {"Width64FusedMLP", "fp16", false},
+  };
+  return device == Device::CPU ? cpu : cuda;
+}
+
+std::string expected_precision(Device device, const std::string& otype) {
+  for (const BenchNetwork& n : bench_networks(device))
+    if (n.otype == otype) return n.precision;
+  return "fp32";
+}
+
+// Forward FLOP per sample: one multiply and one add per weight of every layer.
+double forward_flop_per_sample(const DifferentiableObject& model) {
+  const auto* net = dynamic_cast<const Network*>(&model);
+  if (!net) throw Error("tinyfuse-bench: the benchmark model is not a Network; cannot count its FLOP");
+  double flop = 0;
+  uint64_t in = net->input_width();
+  for (uint32_t layer = 0; layer <= net->n_hidden_layers(); ++layer) {
+    const uint64_t out = net->width(layer);
+    flop += 2.0 * static_cast<double>(in * out);
+    in = out;
+  }
+  return flop;
+}
+
+void describe_dtypes(const DifferentiableObject& model, CaseResult& r) {
+  r.precision = precision_name(model.param_dtype());
+  r.param_dtype = to_string(model.param_dtype());
+  r.input_dtype = to_string(model.input_dtype());
+  r.output_dtype = to_string(model.output_dtype());
+}
+
+namespace {
+
 BuildOptions options_for(Device device) {
   BuildOptions o;
   o.device = device;
@@ -52,8 +93,11 @@ BuildOptions options_for(Device device) {
 }
 
 void run_inference(Device device, const MlpCase& c, const TimingPlan& plan, uint64_t seed, CaseResult& r) {
-  std::unique_ptr<Network> net = create_network(mlp_network_config(c.otype), kMlpInputs, kMlpOutputs, options_for(device));
+  std::unique_ptr<Network> net = create_network(mlp_network_config(c.otype, c.width), c.width, c.width, options_for(device));
+  describe_dtypes(*net, r);
   r.flop_per_sample = forward_flop_per_sample(*net);
+  r.bytes_per_sample = static_cast<double>(net->input_width() * dtype_size(net->input_dtype()) +
+                                           net->output_width() * dtype_size(net->output_dtype()));
 
   const int64_t n_params = static_cast<int64_t>(net->n_params());
   std::vector<float> host_params(static_cast<size_t>(n_params));
@@ -80,10 +124,13 @@ void run_inference(Device device, const MlpCase& c, const TimingPlan& plan, uint
 }
 
 void run_training(Device device, const MlpCase& c, const TimingPlan& plan, uint64_t seed, CaseResult& r) {
-  Model m = create_from_config(kMlpInputs, kMlpOutputs, mlp_training_config(c.otype), options_for(device), seed);
+  Model m = create_from_config(c.width, c.width, mlp_training_config(c.otype, c.width), options_for(device), seed);
   r.flop_per_sample = 3.0 * forward_flop_per_sample(*m.network);
 
   const DifferentiableObject& model = *m.network;
+  describe_dtypes(model, r);
+  r.bytes_per_sample = static_cast<double>(model.input_width() * dtype_size(model.input_dtype()) +
+                                           model.output_width() * dtype_size(model.output_dtype()));
   Buffer input(device, static_cast<size_t>(c.batch) * model.input_width() * dtype_size(model.input_dtype()));
   Buffer target(device, static_cast<size_t>(c.batch) * model.output_width() * dtype_size(model.output_dtype()));
   const TensorView in = input.matrix(model.input_dtype(), c.batch, model.input_width());
@@ -104,23 +151,23 @@ void run_training(Device device, const MlpCase& c, const TimingPlan& plan, uint6
 
 }  // namespace
 
-std::string mlp_description() {
-  return std::to_string(kMlpInputs) + "->" + std::to_string(kMlpNeurons) + "x" + std::to_string(kMlpHiddenLayers) +
-         "->" + std::to_string(kMlpOutputs) + " ReLU MLP (output activation None)";
+std::string mlp_description(uint32_t width) {
+  return std::to_string(width) + "->" + std::to_string(width) + "x" + std::to_string(kMlpHiddenLayers) + "->" +
+         std::to_string(width) + " ReLU MLP (output activation None)";
 }
 
-json mlp_network_config(const std::string& otype) {
+json mlp_network_config(const std::string& otype, uint32_t width) {
   return {{"otype", otype},
-          {"n_neurons", kMlpNeurons},
+          {"n_neurons", width},
           {"n_hidden_layers", kMlpHiddenLayers},
           {"activation", "ReLU"},
           {"output_activation", "None"}};
 }
 
-json mlp_training_config(const std::string& otype) {
+json mlp_training_config(const std::string& otype, uint32_t width) {
   return {{"loss", {{"otype", "L2"}}},
           {"optimizer", {{"otype", "Adam"}, {"learning_rate", 1e-3}}},
-          {"network", mlp_network_config(otype)}};
+          {"network", mlp_network_config(otype, width)}};
 }
 
 std::string to_string(Mode m) { return m == Mode::Training ? "training" : "inference"; }
@@ -131,6 +178,7 @@ CaseResult run_mlp_case(Device device, const MlpCase& c, const TimingPlan& plan,
   r.network = c.otype;
   r.mode = c.mode;
   r.batch = c.batch;
+  r.width = c.width;
   try {
     if (c.mode == Mode::Training)
       run_training(device, c, plan, seed, r);

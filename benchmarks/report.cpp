@@ -65,19 +65,137 @@ std::string si(double value) {
   return fixed(value, 3) + (p ? std::string(" ") + prefixes[p] : std::string("  "));
 }
 
+std::string models_description(const std::vector<uint32_t>& widths) {
+  if (widths.size() == 1) return mlp_description(widths.front());
+  std::string list;
+  for (uint32_t w : widths) list += (list.empty() ? "" : ", ") + std::to_string(w);
+  return "n->nx" + std::to_string(kMlpHiddenLayers) + "->n ReLU MLP (output activation None), n = " + list;
+}
+
+std::string batch_label(int64_t batch) {
+  if (batch > 0 && (batch & (batch - 1)) == 0) {
+    int l = 0;
+    while ((int64_t{1} << l) < batch) ++l;
+    return "2^" + std::to_string(l);
+  }
+  return std::to_string(batch);
+}
+
+namespace {
+
+bool is_gpu(const Report& r) { return r.device != "cpu"; }
+
+std::string percent(double v) { return fixed(v, v < 10 ? 1 : 0) + " %"; }
+std::string ratio(double v) { return fixed(v, 2) + "x"; }
+
+void print_gpu_header(std::ostream& os, const Report& r) {
+  if (r.gpu) {
+    const GpuInfo& g = *r.gpu;
+    os << "  gpu      " << g.name << " (sm_" << g.cc_major << g.cc_minor << ", " << g.sm_count << " SMs, "
+       << fixed(static_cast<double>(g.memory_bytes) / (1 << 30), 1) << " GiB, L2 "
+       << fixed(static_cast<double>(g.l2_bytes) / (1 << 20), 1) << " MiB, bus " << g.pci_bus << "), driver "
+       << cuda_version_string(g.driver_version) << ", runtime " << cuda_version_string(g.runtime_version) << '\n';
+  }
+  os << "  timing   median of " << r.plan.repeats << " timed runs after " << r.plan.warmup
+     << " warm-up runs; one pair of CUDA events per run on the benchmark's non-blocking stream, "
+     << (r.plan.sync_each_run ? "host waits for each run" : "runs queued back to back") << '\n';
+  os << "  inputs   PCG32 uniform [-1, 1), rotated over >= " << kRotationMinBuffers << " buffers and > "
+     << (kRotationMinBytes >> 20) << " MiB per case; training: FP32 targets, L2 loss, Adam, loss read once after the runs\n";
+  if (r.ceilings) {
+    const Ceilings& c = *r.ceilings;
+    os << "  limits   copy " << si(c.copy_bytes_per_s) << "B/s (read + write)";
+    if (c.matmul_fp16) os << ", fp16 matmul " << si(*c.matmul_fp16) << "FLOP/s";
+    if (c.matmul_fp32) os << ", fp32 matmul " << si(*c.matmul_fp32) << "FLOP/s";
+    os << " (" << c.source;
+    if (!c.device.empty()) os << ", " << c.device;
+    if (!c.date.empty()) os << ", " << c.date;
+    os << ")\n";
+    os << "           % mem = samples/s x bytes/sample / copy rate; % compute = samples/s x FLOP/sample / matmul rate"
+          " of the network's precision\n";
+  }
+  if (r.torch) {
+    const TorchRun& t = *r.torch;
+    os << "  pytorch  " << (t.torch_version.empty() ? "?" : t.torch_version) << " (" << t.source;
+    if (!t.device.empty()) os << ", " << t.device;
+    if (!t.date.empty()) os << ", " << t.date;
+    os << "): x eager / x compile = tinyfuse samples/s over PyTorch's, same width, batch, mode and precision\n";
+  }
+}
+
+void print_gpu_table(std::ostream& os, const Report& r, std::vector<std::string>& errors) {
+  std::vector<std::string> head = {"network", "prec", "width", "mode", "batch", "samples/s", "(min - max)", "TFLOP/s"};
+  std::vector<bool> right = {false, false, true, false, true, true, true, true};
+  if (r.ceilings) {
+    head.insert(head.end(), {"% mem", "% compute", "binds"});
+    right.insert(right.end(), {true, true, false});
+  }
+  if (r.torch) {
+    head.insert(head.end(), {"torch eager", "torch compile", "x eager", "x compile"});
+    right.insert(right.end(), {true, true, true, true});
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (const CaseResult& c : r.results) {
+    std::vector<std::string> row = {c.network, c.precision.empty() ? comparison_precision(c) : c.precision,
+                                    std::to_string(c.width), to_string(c.mode), batch_label(c.batch)};
+    if (c.ok) {
+      const double lo = static_cast<double>(c.batch) / c.seconds.max, hi = static_cast<double>(c.batch) / c.seconds.min;
+      row.insert(row.end(), {si(c.samples_per_second()), si(lo) + " - " + si(hi), fixed(c.gflops() * 1e-3, 2)});
+      if (!c.loss_finite)
+        errors.push_back("warning: " + c.network + " width " + std::to_string(c.width) + " training batch " +
+                         batch_label(c.batch) + ": the last loss is not finite (" + std::to_string(c.last_loss) + ")");
+    } else {
+      row.insert(row.end(), {"failed", "-", "-"});
+      errors.push_back("error: " + c.network + " width " + std::to_string(c.width) + " " + to_string(c.mode) +
+                       " batch " + batch_label(c.batch) + ": " + c.error);
+    }
+    if (r.ceilings) {
+      if (const auto h = hardware_limit(c, *r.ceilings))
+        row.insert(row.end(), {percent(h->percent_of_memory), h->percent_of_compute ? percent(*h->percent_of_compute) : "n/a",
+                               h->binding});
+      else
+        row.insert(row.end(), {"-", "-", "-"});
+    }
+    if (r.torch) {
+      const auto cmp = compare_with_torch(c, *r.torch);
+      std::vector<std::string> figs, ratios;
+      for (const TorchComparison& t : cmp) {
+        figs.push_back(!t.figure ? "n/a" : t.figure->samples_per_s ? si(*t.figure->samples_per_s) : "failed");
+        ratios.push_back(t.ratio ? ratio(*t.ratio) : "-");
+      }
+      row.insert(row.end(), figs.begin(), figs.end());
+      row.insert(row.end(), ratios.begin(), ratios.end());
+    }
+    rows.push_back(std::move(row));
+  }
+  print_table(os, head, right, rows);
+}
+
+}  // namespace
+
 void print_report(std::ostream& os, const Report& r) {
-  os << "tinyfuse-bench " << r.tool_version << ": " << mlp_description() << ", FP32\n";
+  os << "tinyfuse-bench " << r.tool_version << ": " << models_description(r.widths);
+  os << (is_gpu(r) ? " on " + r.device + "\n" : std::string(", FP32\n"));
   os << "  date     " << r.date.iso_utc << '\n';
   os << "  cpu      " << r.host.cpu_model << " (" << r.host.logical_cpus << " logical CPUs)";
   if (!r.host.hostname.empty()) os << ", host " << r.host.hostname;
   if (!r.host.os.empty()) os << ", " << r.host.os;
   os << '\n';
-  os << "  blas     " << r.blas << '\n';
-  os << "  threads  " << r.threads << '\n';
+  if (!is_gpu(r)) {
+    os << "  blas     " << r.blas << '\n';
+    os << "  threads  " << r.threads << '\n';
+  }
   if (r.git) {
     os << "  commit   " << r.git->commit;
     if (r.git->dirty && *r.git->dirty) os << " (with uncommitted changes)";
     os << '\n';
+  }
+  std::vector<std::string> errors;
+  if (is_gpu(r)) {
+    print_gpu_header(os, r);
+    os << '\n';
+    print_gpu_table(os, r, errors);
+    for (const std::string& e : errors) os << e << '\n';
+    return;
   }
   os << "  timing   median of " << r.plan.repeats << " timed runs after " << r.plan.warmup
      << " warm-up runs (steady_clock), fresh random inputs each run\n";
@@ -92,13 +210,18 @@ void print_report(std::ostream& os, const Report& r) {
   }
   os << '\n';
 
-  const std::vector<std::string> head = {"device", "network", "mode", "batch", "samples/s (median)",
-                                         "samples/s (min - max)", "GFLOP/s", "% of sgemm peak"};
-  const std::vector<bool> right = {false, false, false, true, true, true, true, true};
+  const bool widths = r.widths.size() > 1;
+  std::vector<std::string> head = {"device", "network", "mode", "batch", "samples/s (median)",
+                                   "samples/s (min - max)", "GFLOP/s", "% of sgemm peak"};
+  std::vector<bool> right = {false, false, false, true, true, true, true, true};
+  if (widths) {
+    head.insert(head.begin() + 2, "width");
+    right.insert(right.begin() + 2, true);
+  }
   std::vector<std::vector<std::string>> rows;
-  std::vector<std::string> errors;
   for (const CaseResult& c : r.results) {
     std::vector<std::string> row = {c.device, c.network, to_string(c.mode), std::to_string(c.batch)};
+    if (widths) row.insert(row.begin() + 2, std::to_string(c.width));
     if (c.ok) {
       const double lo = static_cast<double>(c.batch) / c.seconds.max, hi = static_cast<double>(c.batch) / c.seconds.min;
       const auto pct = percent_of_peak(r, c);
@@ -106,7 +229,8 @@ void print_report(std::ostream& os, const Report& r) {
                              pct ? fixed(*pct, 1) + " %" : std::string("n/a")});
     } else {
       row.insert(row.end(), {"failed", "-", "-", "-"});
-      errors.push_back(c.network + " " + to_string(c.mode) + " batch " + std::to_string(c.batch) + ": " + c.error);
+      errors.push_back(c.network + (widths ? " width " + std::to_string(c.width) : std::string()) + " " +
+                       to_string(c.mode) + " batch " + std::to_string(c.batch) + ": " + c.error);
     }
     rows.push_back(std::move(row));
   }
@@ -114,7 +238,49 @@ void print_report(std::ostream& os, const Report& r) {
   for (const std::string& e : errors) os << "error: " << e << '\n';
 }
 
+namespace {
+
+ojson limit_json(const HardwareLimit& h, const CaseResult& c, const Ceilings& ce) {
+  ojson j = {{"bytes_per_sample", c.bytes_per_sample},
+             {"flop_per_sample", c.flop_per_sample},
+             {"copy_bytes_per_s", ce.copy_bytes_per_s},
+             {"matmul_precision", c.precision},
+             {"matmul_flops_per_s", ce.matmul(c.precision) ? ojson(*ce.matmul(c.precision)) : ojson(nullptr)},
+             {"memory_samples_per_s", h.memory_samples_per_s},
+             {"compute_samples_per_s", h.compute_samples_per_s ? ojson(*h.compute_samples_per_s) : ojson(nullptr)},
+             {"binding", h.binding},
+             {"binding_samples_per_s", h.binding_samples_per_s},
+             {"percent_of_memory_limit", h.percent_of_memory},
+             {"percent_of_compute_limit", h.percent_of_compute ? ojson(*h.percent_of_compute) : ojson(nullptr)},
+             {"percent_of_binding_limit", h.percent_of_binding}};
+  return j;
+}
+
+ojson torch_json(const CaseResult& c, const TorchRun& t) {
+  ojson j = ojson::object();
+  j["precision"] = comparison_precision(c);
+  for (const TorchComparison& cmp : compare_with_torch(c, t)) {
+    if (!cmp.figure) {
+      j[cmp.variant] = nullptr;
+      continue;
+    }
+    ojson v = ojson::object();
+    if (cmp.figure->samples_per_s) {
+      v["samples_per_s"] = *cmp.figure->samples_per_s;
+      if (cmp.figure->median_s) v["median_s"] = *cmp.figure->median_s;
+      v["ratio"] = cmp.ratio ? ojson(*cmp.ratio) : ojson(nullptr);
+    } else {
+      v["error"] = cmp.figure->error;
+    }
+    j[cmp.variant] = std::move(v);
+  }
+  return j;
+}
+
+}  // namespace
+
 ojson to_json(const Report& r) {
+  const bool gpu = is_gpu(r);
   ojson j;
   j["tool"] = "tinyfuse-bench";
   j["version"] = r.tool_version;
@@ -128,19 +294,59 @@ ojson to_json(const Report& r) {
   j["blas"] = r.blas;
   j["threads"] = r.threads;
   j["device"] = r.device;
+  if (gpu) {
+    if (r.gpu) {
+      const GpuInfo& g = *r.gpu;
+      j["gpu"] = {{"index", g.index},
+                  {"name", g.name},
+                  {"compute_capability", std::to_string(g.cc_major) + "." + std::to_string(g.cc_minor)},
+                  {"sm_count", g.sm_count},
+                  {"memory_bytes", g.memory_bytes},
+                  {"l2_bytes", g.l2_bytes},
+                  {"pci_bus", g.pci_bus},
+                  {"driver_version", cuda_version_string(g.driver_version)},
+                  {"runtime_version", cuda_version_string(g.runtime_version)}};
+    } else {
+      j["gpu"] = nullptr;
+    }
+  }
   ojson nets = ojson::object();
-  for (const std::string& n : r.networks) nets[n] = mlp_network_config(n);
+  for (const std::string& n : r.networks) {
+    ojson cfg = mlp_network_config(n, r.widths.empty() ? kMlpNeurons : r.widths.front());
+    if (r.widths.size() > 1) cfg.erase("n_neurons");  // = width, per result
+    nets[n] = cfg;
+  }
   ojson training = mlp_training_config(r.networks.empty() ? "CutlassMLP" : r.networks.front());
   training.erase("network");
-  j["model"] = {{"description", mlp_description()},
-                {"precision", "f32"},
+  j["model"] = {{"description", models_description(r.widths)},
+                {"precision", gpu ? "per network: results[].precision" : "f32"},
+                {"widths", r.widths},
                 {"networks", nets},
                 {"training", training}};
-  j["timing"] = {{"clock", "std::chrono::steady_clock"},
-                 {"warmup", r.plan.warmup},
-                 {"repeats", r.plan.repeats},
-                 {"statistic", "median"},
-                 {"flop_counting", "forward: 2*sum(in*out) over the layers per sample; training: 3x forward"}};
+  if (gpu) {
+    j["timing"] = {
+        {"clock", "CUDA events"},
+        {"events", "one start/stop pair per run, recorded on the benchmark's non-blocking stream"},
+        {"sync_each_run", r.plan.sync_each_run},
+        {"warmup", r.plan.warmup},
+        {"repeats", r.plan.repeats},
+        {"statistic", "median"},
+        {"inputs", "PCG32 uniform [-1, 1) generated once on the host, copied to the device, then copied "
+                   "device-to-device into the rotated buffers at different offsets"},
+        {"input_rotation", {{"min_buffers", kRotationMinBuffers}, {"min_total_bytes", kRotationMinBytes}}},
+        {"training", "Trainer::training_step_async (L2 loss, Adam, FP32 targets); the loss is read back once, "
+                     "after the timed runs"},
+        {"flop_counting", "forward: 2*sum(in*out) over the layers per sample; training: 3x forward"},
+        {"bytes_counting", "inference: input read + output written (network dtypes); training: input read + "
+                           "target read (FP32), the least traffic a step needs with parameters amortised over the "
+                           "batch and activations kept on chip"}};
+  } else {
+    j["timing"] = {{"clock", "std::chrono::steady_clock"},
+                   {"warmup", r.plan.warmup},
+                   {"repeats", r.plan.repeats},
+                   {"statistic", "median"},
+                   {"flop_counting", "forward: 2*sum(in*out) over the layers per sample; training: 3x forward"}};
+  }
   j["batches"] = r.batches;
   if (r.peak) {
     const PeakResult& p = *r.peak;
@@ -155,13 +361,43 @@ ojson to_json(const Report& r) {
   } else {
     j["sgemm_peak"] = nullptr;
   }
+  if (gpu) {
+    if (r.ceilings) {
+      const Ceilings& c = *r.ceilings;
+      j["ceilings"] = {{"source", c.source},
+                       {"tool", c.tool},
+                       {"date", c.date},
+                       {"device", c.device},
+                       {"copy_bytes_per_s", c.copy_bytes_per_s},
+                       {"matmul_flops_per_s",
+                        {{"fp16", c.matmul_fp16 ? ojson(*c.matmul_fp16) : ojson(nullptr)},
+                         {"fp32", c.matmul_fp32 ? ojson(*c.matmul_fp32) : ojson(nullptr)}}}};
+    } else {
+      j["ceilings"] = nullptr;
+    }
+    if (r.torch)
+      j["torch_comparison"] = {{"source", r.torch->source},
+                               {"tool", r.torch->tool},
+                               {"date", r.torch->date},
+                               {"torch", r.torch->torch_version},
+                               {"device", r.torch->device},
+                               {"ratio", "tinyfuse samples/s over PyTorch samples/s, same width, batch, mode and "
+                                         "precision (fp16 networks against torch fp16, fp32 against fp32)"}};
+    else
+      j["torch_comparison"] = nullptr;
+  }
   ojson results = ojson::array();
   for (const CaseResult& c : r.results) {
     ojson rj = {{"device", c.device},
-               {"network", c.network},
-               {"mode", to_string(c.mode)},
-               {"batch", c.batch},
-               {"status", c.ok ? "ok" : "error"}};
+                {"network", c.network},
+                {"mode", to_string(c.mode)},
+                {"width", c.width},
+                {"batch", c.batch},
+                {"status", c.ok ? "ok" : "error"}};
+    // A network that failed to build reports the precision tinyfuse-bench's table expects of it.
+    rj["precision"] = comparison_precision(c);
+    if (!c.precision.empty())
+      rj["dtypes"] = {{"params", c.param_dtype}, {"input", c.input_dtype}, {"output", c.output_dtype}};
     if (c.ok) {
       rj["samples_per_second"] = {{"median", c.samples_per_second()},
                                   {"min", static_cast<double>(c.batch) / c.seconds.max},
@@ -170,11 +406,22 @@ ojson to_json(const Report& r) {
       const auto pct = percent_of_peak(r, c);
       rj["percent_of_sgemm_peak"] = pct ? ojson(*pct) : ojson(nullptr);
       rj["flop_per_sample"] = c.flop_per_sample;
+      rj["bytes_per_sample"] = c.bytes_per_sample;
       rj["seconds"] = stats_json(c.seconds);
-      if (c.mode == Mode::Training) rj["last_loss"] = c.last_loss;
+      if (c.mode == Mode::Training) rj["last_loss"] = c.loss_finite ? ojson(c.last_loss) : ojson(nullptr);
+      if (gpu) {
+        rj["input_buffers"] = c.input_buffers;
+        rj["input_bytes"] = c.input_bytes;
+        if (c.mode == Mode::Training) rj["loss_finite"] = c.loss_finite;
+        if (r.ceilings) {
+          const auto h = hardware_limit(c, *r.ceilings);
+          rj["hardware_limit"] = h ? limit_json(*h, c, *r.ceilings) : ojson(nullptr);
+        }
+      }
     } else {
       rj["error"] = c.error;
     }
+    if (gpu && r.torch) rj["torch"] = torch_json(c, *r.torch);
     results.push_back(std::move(rj));
   }
   j["results"] = std::move(results);

@@ -6,7 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "gpu_bench.h"
 #include "host_info.h"
+#include "limits.h"
 #include "mlp_bench.h"
 #include "sgemm_peak.h"
 #include "timing.h"
@@ -25,12 +27,22 @@ struct Report {
   std::string device;
   TimingPlan plan;
   std::vector<std::string> networks;
+  std::vector<uint32_t> widths = {kMlpNeurons};
   std::vector<int64_t> batches;
   std::optional<PeakResult> peak;  // the CPU's measured sgemm rate (CPU runs only)
+  std::optional<GpuInfo> gpu;      // CUDA runs only
+  std::optional<Ceilings> ceilings;  // --ceilings: hardware limits of the GPU records
+  std::optional<TorchRun> torch;     // --compare: PyTorch figures of the GPU records
   std::vector<CaseResult> results;
 };
 
-// Header (tool, BLAS, threads, CPU, date, sgemm peak) and one row per result.
+// "64->64x2->64 ReLU MLP (output activation None)" for one width, the n->n form for several.
+std::string models_description(const std::vector<uint32_t>& widths);
+
+// "2^20" for powers of two, the number otherwise.
+std::string batch_label(int64_t batch);
+
+// Header (tool, BLAS, threads, CPU or GPU, date, sgemm peak or ceilings) and one row per result.
 void print_report(std::ostream& os, const Report& r);
 
 // The run as JSON, keys in a fixed reading order (tool, version, date, git, host, ..., results).

@@ -10,6 +10,9 @@ namespace tinyfuse::bench {
 struct TimingPlan {
   int warmup = 3;
   int repeats = 10;
+  // GPU runs only: wait for each timed run to finish before queuing the next (default, as the
+  // PyTorch side does) or queue them back to back. CPU runs always finish inside the run.
+  bool sync_each_run = true;
 };
 
 // Seconds per run over the timed runs.

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Builds the GPU test and benchmark programs here (nvcc compiles without a GPU) for the H200
+# (sm_90) and gathers them, with the shared libraries the device image lacks, into .devcarry/
+# (git-ignored) for the device tool's `carry`. Usage: scripts/gpu/prepare_carry.sh [targets...]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+targets=("${@:-tinyfuse_gpu_tests tinyfuse_tests tinyfuse_bench tinyfuse_cli}")
+cmake -S . -B build-dev -DCMAKE_BUILD_TYPE=Release -DTINYFUSE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null
+cmake --build build-dev -j"$(nproc)" --target ${targets[*]}
+rm -rf .devcarry && mkdir -p .devcarry/bin .devcarry/lib
+for f in build-dev/tests/tinyfuse_gpu_tests build-dev/tests/tinyfuse_tests build-dev/benchmarks/tinyfuse-bench build-dev/tools/cli/tinyfuse; do
+  [ -x "$f" ] && cp "$f" .devcarry/bin/
+done
+# OpenBLAS (the CPU reference's BLAS) and its Fortran runtime are not on the device image.
+for lib in libopenblas.so.0 libgfortran.so.5 libquadmath.so.0; do
+  cp -L "/usr/lib/x86_64-linux-gnu/$lib" .devcarry/lib/
+done
+git rev-parse --short HEAD > .devcarry/commit
+git diff --quiet HEAD -- src include tests benchmarks tools || echo "(with uncommitted changes)" >> .devcarry/commit
+du -sh .devcarry
