@@ -15,7 +15,7 @@
 
 #include "core/atomic_file.h"
 #include "core/safetensors.h"
-#include "cpu/optimizers/cpu_optimizer.h"
+#include "core/optimizers/optimizer_base.h"
 #include "tinyfuse/errors.h"
 
 #ifndef TINYFUSE_VERSION_STRING
@@ -243,9 +243,9 @@ void check_fits(const Checked& k, const Model& model) {
     throw Error(where + ": the checkpoint has " + std::to_string(k.n_params) + " parameters, the model has " +
                 std::to_string(net.n_params()));
   Optimizer& opt = model.trainer->optimizer();
-  if (const auto* cpu_opt = dynamic_cast<const cpu::CpuOptimizer*>(&opt)) {
+  if (const auto* base = dynamic_cast<const OptimizerBase*>(&opt)) {
     try {
-      cpu_opt->check_state(k.optimizer_header, k.optimizer_state.data(), k.optimizer_state.size());
+      base->check_state(k.optimizer_header, k.optimizer_state.data(), k.optimizer_state.size());
     } catch (const Error& e) {
       throw Error(where + ": optimizer state does not fit the model's optimizer: " + e.what());
     }

@@ -9,6 +9,19 @@ namespace {
 float default_loss_scale(DType param_dtype) {
   return param_dtype == DType::F16 || param_dtype == DType::BF16 ? 128.0f : 1.0f;
 }
+
+// Work on the parameters outside a batch (optimizer step, reads and writes from the host) goes on
+// the stream of the last training batch, so that on GPUs it is ordered after that batch's
+// forward and backward (null before the first batch: this thread's default stream).
+Stream batch_stream(bool has_batch, const TensorView& last_values) { return has_batch ? last_values.stream : nullptr; }
+
+TensorView on_stream(TensorView v, Stream s) {
+  v.stream = s;
+  return v;
+}
+
+// A contiguous 1-D view as one row, so that GPU copies of it are a single linear transfer.
+TensorView as_row(const TensorView& v) { return TensorView::matrix(v.data, v.dtype, v.device, 1, v.numel(), v.stream); }
 }  // namespace
 
 // Loss values are kept in FP32 even for 16-bit outputs (FP64 in the CPU reference mode).
@@ -37,6 +50,7 @@ Trainer::Trainer(std::shared_ptr<DifferentiableObject> model, std::shared_ptr<Op
   model_->initialize_params(rng, host.data(), param_scale);
   set_params_host(host);
   if (n) fill_tensor(gradients(), 0.0);
+  synchronize(dev, nullptr);  // before a first batch on any other stream writes the gradients
 }
 
 TensorView Trainer::params() const { return params_.vector(model_->param_dtype(), static_cast<int64_t>(model_->n_params())); }
@@ -49,8 +63,8 @@ TensorView Trainer::inference_params() const {
 std::vector<float> Trainer::params_host() const {
   std::vector<float> out(model_->n_params());
   if (!out.empty())
-    copy_tensor(TensorView::vector(out.data(), static_cast<int64_t>(out.size())),
-                master_.vector(DType::F32, static_cast<int64_t>(out.size())));
+    copy_tensor(as_row(TensorView::vector(out.data(), static_cast<int64_t>(out.size()))),
+                as_row(master_.vector(DType::F32, static_cast<int64_t>(out.size()), batch_stream(has_last_loss_, last_values_))));
   return out;
 }
 
@@ -60,16 +74,20 @@ void Trainer::set_params_host(const std::vector<float>& values) {
                      std::to_string(values.size()));
   if (values.empty()) return;
   TensorView src = TensorView::vector(const_cast<float*>(values.data()), static_cast<int64_t>(values.size()));
-  copy_tensor(master_.vector(DType::F32, src.numel()), src);
+  copy_tensor(as_row(master_.vector(DType::F32, src.numel(), batch_stream(has_last_loss_, last_values_))), as_row(src));
   refresh_compute_params();
+  synchronize(model_->device(), batch_stream(has_last_loss_, last_values_));  // the next batch may run on another stream
 }
 
 void Trainer::refresh_compute_params() {
   const int64_t n = static_cast<int64_t>(model_->n_params());
   if (n == 0) return;
-  TensorView master = master_.vector(DType::F32, n);
-  copy_tensor(params(), master);
-  if (optimizer_->has_inference_params()) copy_tensor(inference_params(), master);
+  const Stream s = batch_stream(has_last_loss_, last_values_);
+  TensorView master = master_.vector(DType::F32, n, s);
+  // (Between F32 and 16-bit dtypes on a GPU, copy_tensor converts on the host: fine here, this
+  // runs when parameters are set, not per step.)
+  copy_tensor(as_row(on_stream(params(), s)), as_row(master));
+  if (optimizer_->has_inference_params()) copy_tensor(as_row(on_stream(inference_params(), s)), as_row(master));
 }
 
 void Trainer::ensure_batch_buffers(int64_t batch, Stream) {
@@ -102,8 +120,9 @@ void Trainer::forward_backward(const TensorView& input, const TensorView& target
 
 void Trainer::optimizer_step() {
   const int64_t n = static_cast<int64_t>(model_->n_params());
-  optimizer_->step(loss_scale_, master_.vector(DType::F32, n), params(), gradients());
-  if (optimizer_->has_inference_params()) optimizer_->write_inference_params(inference_params());
+  const Stream s = batch_stream(has_last_loss_, last_values_);
+  optimizer_->step(loss_scale_, master_.vector(DType::F32, n, s), on_stream(params(), s), on_stream(gradients(), s));
+  if (optimizer_->has_inference_params()) optimizer_->write_inference_params(on_stream(inference_params(), s));
 }
 
 float Trainer::last_loss() const {

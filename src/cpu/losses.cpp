@@ -2,62 +2,12 @@
 
 #include <cmath>
 
+#include "core/loss_math.h"
 #include "cpu/parallel.h"
 
 namespace tinyfuse::cpu {
 
 namespace {
-
-// Per-element value and gradient of one loss, before division by the element count and before
-// loss scaling. Denominators of the relative losses are held constant in the gradient, as
-// tiny-cuda-nn does (they are a normalisation, not part of the objective's shape).
-template <typename T>
-struct Term {
-  T value, gradient;
-};
-
-template <typename T>
-Term<T> loss_term(LossKind kind, T p, T t, T pdf, T luminance) {
-  using std::abs;
-  using std::copysign;
-  using std::log;
-  const T diff = p - t;
-  switch (kind) {
-    case LossKind::L2: return {diff * diff / pdf, T(2) * diff / pdf};
-    case LossKind::L1: return {abs(diff) / pdf, copysign(T(1), diff) / pdf};
-    case LossKind::RelativeL2: {
-      T s = T(1) / (p * p + T(0.01)) / pdf;
-      return {diff * diff * s, T(2) * diff * s};
-    }
-    case LossKind::RelativeL2Luminance: {
-      T s = T(1) / (luminance * luminance + T(0.01)) / pdf;
-      return {diff * diff * s, T(2) * diff * s};
-    }
-    case LossKind::RelativeL1: {
-      T s = T(1) / (abs(p) + T(0.01)) / pdf;
-      return {abs(diff) * s, copysign(s, diff)};
-    }
-    case LossKind::MAPE: {
-      T s = T(1) / (abs(t) + T(0.01)) / pdf;
-      return {abs(diff) * s, copysign(s, diff)};
-    }
-    case LossKind::SMAPE: {
-      T s = T(1) / (T(0.5) * (abs(t) + abs(p)) + T(0.01)) / pdf;
-      return {abs(diff) * s, copysign(s, diff)};
-    }
-    case LossKind::CrossEntropy: {
-      // -t log p, for p a probability the network outputs (e.g. after a Sigmoid).
-      T f = -t / pdf;
-      return {f * log(p), f / p};
-    }
-    case LossKind::Variance: {
-      // t^2/pdf * (1/p - 1/pdf): the variance of a Monte Carlo estimate when sampling with density p.
-      T f = t * t / pdf;
-      return {f / p - f / pdf, -f / (p * p)};
-    }
-  }
-  return {T(0), T(0)};
-}
 
 template <typename T>
 class CpuLoss final : public Loss {
@@ -93,7 +43,7 @@ class CpuLoss final : public Loss {
         if (kind_ == LossKind::RelativeL2Luminance) {
           T r = at(prediction, b, 0), g = at(prediction, b, 1), bl = at(prediction, b, 2);
           if (dims >= 6) r += at(prediction, b, 3), g += at(prediction, b, 4), bl += at(prediction, b, 5);
-          lum = T(0.299) * r + T(0.587) * g + T(0.114) * bl;
+          lum = loss_luminance(r, g, bl);
         }
         for (int64_t d = 0; d < width; ++d) {
           if (d >= dims) {
@@ -102,7 +52,7 @@ class CpuLoss final : public Loss {
             continue;
           }
           const T pdf = data_pdf ? at(*data_pdf, b, d) : T(1);
-          Term<T> term = loss_term(kind_, at(prediction, b, d), at(target, b, d), pdf, lum);
+          LossTerm<T> term = loss_term(kind_, at(prediction, b, d), at(target, b, d), pdf, lum);
           at(values, b, d) = term.value / n;
           at(gradients, b, d) = scale * term.gradient / n;
         }

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "core/activation_math.h"
+#include "core/mlp_init.h"
 #include "cpu/blas.h"
 #include "cpu/parallel.h"
 
@@ -108,21 +109,9 @@ class Mlp final : public Network {
     gradients_ = check(gradients, "gradients", true);
   }
 
-  // Uniform in +-sqrt(6 / (fan_in + fan_out)) (Glorot/Xavier, padded widths, as tiny-cuda-nn),
-  // biases zero. Sine networks use SIREN's scheme with its omega = 30 folded into the weights:
-  // first layer +-30/fan_in, later layers +-sqrt(6/fan_in). Drawn in buffer order.
+  // Glorot/Xavier (SIREN for Sine), biases zero: the scheme every biased MLP shares (core/mlp_init.h).
   void initialize_params(Pcg32& rng, float* params, float scale) override {
-    for (size_t li = 0; li < layers_.size(); ++li) {
-      const Layer& l = layers_[li];
-      float bound = std::sqrt(6.0f / static_cast<float>(l.in + l.out));
-      if (spec_.activation == Activation::Sine)
-        bound = li == 0 ? 30.0f / static_cast<float>(l.in) : std::sqrt(6.0f / static_cast<float>(l.in));
-      bound *= scale;
-      for (size_t i = 0; i < static_cast<size_t>(l.out) * l.in; ++i)
-        params[l.weight_offset + i] = rng.next_float() * 2 * bound - bound;
-      if (spec_.biases)
-        for (uint32_t i = 0; i < l.out; ++i) params[l.bias_offset + i] = 0.0f;
-    }
+    initialize_mlp_params(layers_, spec_.biases, spec_.activation, rng, params, scale);
   }
 
   void inference(const TensorView& input, const TensorView& output) override {

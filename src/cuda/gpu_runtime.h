@@ -29,6 +29,51 @@
 #define gpuMemPoolAttrReleaseThreshold hipMemPoolAttrReleaseThreshold
 #define gpuMallocAsync hipMallocAsync
 #define gpuFreeAsync hipFreeAsync
+#define gpuMemsetAsync hipMemsetAsync
+#define gpuDeviceSynchronize hipDeviceSynchronize
+// hipBLASLt: the cuBLASLt names below, for the BlasLt MLPs (src/cuda/blaslt_*).
+#include <hipblaslt/hipblaslt.h>
+#define gpublasStatus_t hipblasStatus_t
+#define GPUBLAS_STATUS_SUCCESS HIPBLAS_STATUS_SUCCESS
+#define GPUBLAS_STATUS_NOT_SUPPORTED HIPBLAS_STATUS_NOT_SUPPORTED
+#define gpublasOperation_t hipblasOperation_t
+#define GPUBLAS_OP_N HIPBLAS_OP_N
+#define GPUBLAS_OP_T HIPBLAS_OP_T
+#define gpublasComputeType_t hipblasComputeType_t
+#define GPUBLAS_COMPUTE_32F HIPBLAS_COMPUTE_32F
+#define gpuDataType_t hipDataType
+#define GPU_R_32F HIP_R_32F
+#define GPU_R_16F HIP_R_16F
+#define gpublasLtHandle_t hipblasLtHandle_t
+#define gpublasLtCreate hipblasLtCreate
+#define gpublasLtDestroy hipblasLtDestroy
+#define gpublasLtMatmulDesc_t hipblasLtMatmulDesc_t
+#define gpublasLtMatmulDescCreate hipblasLtMatmulDescCreate
+#define gpublasLtMatmulDescDestroy hipblasLtMatmulDescDestroy
+#define gpublasLtMatmulDescSetAttribute hipblasLtMatmulDescSetAttribute
+#define gpublasLtMatrixLayout_t hipblasLtMatrixLayout_t
+#define gpublasLtMatrixLayoutCreate hipblasLtMatrixLayoutCreate
+#define gpublasLtMatrixLayoutDestroy hipblasLtMatrixLayoutDestroy
+#define gpublasLtMatmulPreference_t hipblasLtMatmulPreference_t
+#define gpublasLtMatmulPreferenceCreate hipblasLtMatmulPreferenceCreate
+#define gpublasLtMatmulPreferenceDestroy hipblasLtMatmulPreferenceDestroy
+#define gpublasLtMatmulPreferenceSetAttribute hipblasLtMatmulPreferenceSetAttribute
+#define gpublasLtMatmulAlgo_t hipblasLtMatmulAlgo_t
+#define gpublasLtMatmulHeuristicResult_t hipblasLtMatmulHeuristicResult_t
+#define gpublasLtMatmulAlgoGetHeuristic hipblasLtMatmulAlgoGetHeuristic
+#define gpublasLtMatmul hipblasLtMatmul
+#define gpublasLtEpilogue_t hipblasLtEpilogue_t
+#define GPUBLASLT_EPILOGUE_DEFAULT HIPBLASLT_EPILOGUE_DEFAULT
+#define GPUBLASLT_EPILOGUE_BIAS HIPBLASLT_EPILOGUE_BIAS
+#define GPUBLASLT_EPILOGUE_RELU_BIAS HIPBLASLT_EPILOGUE_RELU_BIAS
+#define GPUBLASLT_MATMUL_DESC_TRANSA HIPBLASLT_MATMUL_DESC_TRANSA
+#define GPUBLASLT_MATMUL_DESC_TRANSB HIPBLASLT_MATMUL_DESC_TRANSB
+#define GPUBLASLT_MATMUL_DESC_EPILOGUE HIPBLASLT_MATMUL_DESC_EPILOGUE
+#define GPUBLASLT_MATMUL_DESC_BIAS_POINTER HIPBLASLT_MATMUL_DESC_BIAS_POINTER
+#define GPUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE HIPBLASLT_MATMUL_DESC_BIAS_DATA_TYPE
+#define GPUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES HIPBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES
+// hipBLASLt has no minimum-alignment preferences: its heuristic sees only the shapes.
+#define TF_GPUBLASLT_HAS_ALIGNMENT_PREFS 0
 #else
 #include <cuda_runtime.h>
 #define gpuError_t cudaError_t
@@ -52,6 +97,54 @@
 #define gpuMemPoolAttrReleaseThreshold cudaMemPoolAttrReleaseThreshold
 #define gpuMallocAsync cudaMallocAsync
 #define gpuFreeAsync cudaFreeAsync
+#define gpuMemsetAsync cudaMemsetAsync
+#define gpuDeviceSynchronize cudaDeviceSynchronize
+// cuBLASLt, for the BlasLt MLPs (src/cuda/blaslt_*).
+#include <cublasLt.h>
+#define gpublasStatus_t cublasStatus_t
+#define GPUBLAS_STATUS_SUCCESS CUBLAS_STATUS_SUCCESS
+#define GPUBLAS_STATUS_NOT_SUPPORTED CUBLAS_STATUS_NOT_SUPPORTED
+#define gpublasOperation_t cublasOperation_t
+#define GPUBLAS_OP_N CUBLAS_OP_N
+#define GPUBLAS_OP_T CUBLAS_OP_T
+#define gpublasComputeType_t cublasComputeType_t
+#define GPUBLAS_COMPUTE_32F CUBLAS_COMPUTE_32F
+#define gpuDataType_t cudaDataType_t
+#define GPU_R_32F CUDA_R_32F
+#define GPU_R_16F CUDA_R_16F
+#define gpublasLtHandle_t cublasLtHandle_t
+#define gpublasLtCreate cublasLtCreate
+#define gpublasLtDestroy cublasLtDestroy
+#define gpublasLtMatmulDesc_t cublasLtMatmulDesc_t
+#define gpublasLtMatmulDescCreate cublasLtMatmulDescCreate
+#define gpublasLtMatmulDescDestroy cublasLtMatmulDescDestroy
+#define gpublasLtMatmulDescSetAttribute cublasLtMatmulDescSetAttribute
+#define gpublasLtMatrixLayout_t cublasLtMatrixLayout_t
+#define gpublasLtMatrixLayoutCreate cublasLtMatrixLayoutCreate
+#define gpublasLtMatrixLayoutDestroy cublasLtMatrixLayoutDestroy
+#define gpublasLtMatmulPreference_t cublasLtMatmulPreference_t
+#define gpublasLtMatmulPreferenceCreate cublasLtMatmulPreferenceCreate
+#define gpublasLtMatmulPreferenceDestroy cublasLtMatmulPreferenceDestroy
+#define gpublasLtMatmulPreferenceSetAttribute cublasLtMatmulPreferenceSetAttribute
+#define gpublasLtMatmulAlgo_t cublasLtMatmulAlgo_t
+#define gpublasLtMatmulHeuristicResult_t cublasLtMatmulHeuristicResult_t
+#define gpublasLtMatmulAlgoGetHeuristic cublasLtMatmulAlgoGetHeuristic
+#define gpublasLtMatmul cublasLtMatmul
+#define gpublasLtEpilogue_t cublasLtEpilogue_t
+#define GPUBLASLT_EPILOGUE_DEFAULT CUBLASLT_EPILOGUE_DEFAULT
+#define GPUBLASLT_EPILOGUE_BIAS CUBLASLT_EPILOGUE_BIAS
+#define GPUBLASLT_EPILOGUE_RELU_BIAS CUBLASLT_EPILOGUE_RELU_BIAS
+#define GPUBLASLT_MATMUL_DESC_TRANSA CUBLASLT_MATMUL_DESC_TRANSA
+#define GPUBLASLT_MATMUL_DESC_TRANSB CUBLASLT_MATMUL_DESC_TRANSB
+#define GPUBLASLT_MATMUL_DESC_EPILOGUE CUBLASLT_MATMUL_DESC_EPILOGUE
+#define GPUBLASLT_MATMUL_DESC_BIAS_POINTER CUBLASLT_MATMUL_DESC_BIAS_POINTER
+#define GPUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE
+#define GPUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES
+#define GPUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES
+#define GPUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES
+#define GPUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES
+#define GPUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES
+#define TF_GPUBLASLT_HAS_ALIGNMENT_PREFS 1
 #endif
 
 namespace tinyfuse::gpu {
@@ -66,6 +159,19 @@ class GpuError : public Error {
   throw GpuError(std::string(call) + " failed: " + gpuGetErrorString(e) + " (" + file + ":" + std::to_string(line) + ")");
 }
 
+// The name and description of a BLAS-Lt status, for error messages.
+inline std::string blaslt_status_string(gpublasStatus_t s) {
+#if defined(TINYFUSE_WITH_HIP)
+  return "hipBLASLt status " + std::to_string(static_cast<int>(s));
+#else
+  return std::string(cublasLtGetStatusName(s)) + " (" + cublasLtGetStatusString(s) + ")";
+#endif
+}
+
+[[noreturn]] inline void throw_blaslt_error(gpublasStatus_t s, const char* call, const char* file, int line) {
+  throw GpuError(std::string(call) + " failed: " + blaslt_status_string(s) + " (" + file + ":" + std::to_string(line) + ")");
+}
+
 }  // namespace tinyfuse::gpu
 
 // Checks a runtime call; on failure throws GpuError naming the call.
@@ -77,3 +183,11 @@ class GpuError : public Error {
 
 // Checks that the last kernel launch was accepted.
 #define TF_GPU_CHECK_LAUNCH(name) TF_GPU_CHECK((static_cast<void>(name), gpuGetLastError()))
+
+// Checks a BLAS-Lt (cuBLASLt / hipBLASLt) call; on failure throws GpuError naming the call and status.
+#define TF_BLASLT_CHECK(call)                                                                  \
+  do {                                                                                         \
+    gpublasStatus_t tf_blas_status_ = (call);                                                  \
+    if (tf_blas_status_ != GPUBLAS_STATUS_SUCCESS)                                             \
+      ::tinyfuse::gpu::throw_blaslt_error(tf_blas_status_, #call, __FILE__, __LINE__);         \
+  } while (0)

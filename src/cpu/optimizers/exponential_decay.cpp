@@ -1,104 +1,12 @@
-// ExponentialDecay: a learning-rate schedule around a nested optimizer, with tiny-cuda-nn's
-// timing. Before each update, with s = updates already done: s == 0 resets the factor to 1, and
-// s >= decay_start, (s - decay_start) % decay_interval == 0, s <= decay_end multiplies it by
-// decay_base. So the first decayed update is update number decay_start + 1.
-#include <cfloat>
-#include <cmath>
-
+// ExponentialDecay on the CPU: the device-neutral wrapper (core/optimizers/exponential_decay.h)
+// around a CPU optimizer.
+#include "core/optimizers/exponential_decay.h"
 #include "cpu/optimizers/cpu_optimizer.h"
-#include "tinyfuse/errors.h"
 
 namespace tinyfuse::cpu {
 
-namespace {
-
-class ExponentialDecay final : public CpuOptimizer {
- public:
-  explicit ExponentialDecay(const OptimizerSpec& spec)
-      : CpuOptimizer(spec.path), spec_(spec), nested_(make_cpu_optimizer(spec.nested.at(0))) {
-    base_lr_ = nested_->learning_rate();
-  }
-
-  std::string name() const override { return "ExponentialDecay"; }
-  float learning_rate() const override { return base_lr_ * factor_; }
-  void set_learning_rate(float lr) override {
-    check_learning_rate(lr);
-    const float base = lr / factor_;
-    if (factor_ == 0.0f || !std::isfinite(base)) {
-      // The factor has decayed to (nearly) nothing: restart it from lr; later decays still apply.
-      factor_ = 1.0f;
-      base_lr_ = lr;
-    } else {
-      base_lr_ = base;
-    }
-  }
-  uint32_t step_count() const override { return nested_->step_count(); }
-  bool has_inference_params() const override { return nested_->has_inference_params(); }
-  void write_inference_params(const TensorView& out) const override { nested_->write_inference_params(out); }
-
-  json hyperparams() const override {
-    json j = optimizer_spec_json(spec_);
-    j["nested"] = nested_->hyperparams();
-    return j;
-  }
-
-  void allocate(size_t n, const std::vector<ParamSegment>& segments) override {
-    nested_->allocate(n, segments);
-    factor_ = 1.0f;
-    mark_allocated(n);
-  }
-
-  void step(float loss_scale, const TensorView& master, const TensorView& params,
-            const TensorView& gradients) override {
-    if (!allocated()) throw Error(who() + ": step() called before allocate()");
-    const ExponentialDecaySpec& d = spec_.exponential_decay;
-    const uint32_t s = nested_->step_count();
-    float factor = factor_;
-    if (s == 0) factor = 1.0f;
-    if (s >= d.decay_start && (s - d.decay_start) % d.decay_interval == 0 && s <= d.decay_end)
-      factor *= static_cast<float>(d.decay_base);
-    nested_->set_learning_rate(base_lr_ * factor);
-    nested_->step(loss_scale, master, params, gradients);
-    factor_ = factor;  // only once the nested step went through
-  }
-
-  // State: base learning rate and factor in the header, then the nested optimizer's state.
-  json state_header() const override {
-    return {{"otype", name()},
-            {"n_params", n_params()},
-            {"base_learning_rate", base_lr_},
-            {"factor", factor_},
-            {"nested", nested_->state_header()}};
-  }
-  size_t state_size() const override { return nested_->state_size(); }
-  std::vector<float> state_data() const override { return nested_->state_data(); }
-
-  void check_state(const json& header, const float* data, size_t size) const override {
-    check_header(header, size);
-    for (const char* key : {"base_learning_rate", "factor"}) {
-      const double v = header_number(*this, header, key);
-      if (v < 0 || v > FLT_MAX) state_error(std::string(key) + " " + std::to_string(v) + " is not a float >= 0");
-    }
-    nested_->check_state(header_field(*this, header, "nested"), data, size);
-  }
-
-  void apply_state(const json& header, const float* data) override {
-    base_lr_ = static_cast<float>(header.at("base_learning_rate").get<double>());
-    factor_ = static_cast<float>(header.at("factor").get<double>());
-    nested_->apply_state(header.at("nested"), data);
-  }
-
- private:
-  OptimizerSpec spec_;
-  std::unique_ptr<CpuOptimizer> nested_;
-  float base_lr_ = 0.0f;
-  float factor_ = 1.0f;
-};
-
-}  // namespace
-
 std::unique_ptr<CpuOptimizer> make_exponential_decay(const OptimizerSpec& spec) {
-  return std::make_unique<ExponentialDecay>(spec);
+  return std::make_unique<ExponentialDecayOptimizer<CpuOptimizer>>(spec, &make_cpu_optimizer);
 }
 
 }  // namespace tinyfuse::cpu

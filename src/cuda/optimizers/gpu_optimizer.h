@@ -1,0 +1,50 @@
+// What the GPU optimizers share: a base class (the device-neutral OptimizerBase on CUDA/HIP),
+// the checked arguments of step() as device pointers, and state transfers.
+//
+// Streams: step() queues its kernels on the stream of the `master` view and never waits.
+// allocate(), state_data() and load_state() are rare and synchronous: they first wait for all
+// work queued on the device (whichever stream and thread the steps ran on, even one since
+// destroyed), then transfer on this thread's default stream and wait for that too.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/optimizer_config.h"
+#include "core/optimizers/optimizer_base.h"
+
+namespace tinyfuse::cuda {
+
+class GpuOptimizer : public OptimizerBase {
+ public:
+  using OptimizerBase::OptimizerBase;
+  Device device() const override { return Device::CUDA; }
+
+ protected:
+  // The checked arguments of step(): contiguous device arrays of n elements.
+  struct StepArgs {
+    float* master = nullptr;
+    void* params = nullptr;  // null when the params view is the master buffer itself
+    DType params_dtype = DType::F32;
+    const void* gradients = nullptr;
+    DType gradients_dtype = DType::F32;
+    size_t n = 0;
+    Stream stream = nullptr;  // master's
+  };
+  // Checks allocate() was called and the arguments fit (ShapeError / Error naming the optimizer).
+  StepArgs begin_step(float loss_scale, const TensorView& master, const TensorView& params,
+                      const TensorView& gradients);
+
+  // Device <-> host copies of optimizer state, and zeroing (for allocate()); see above.
+  void download(void* host, const void* device, size_t bytes) const;
+  void upload(void* device, const void* host, size_t bytes) const;
+  void zero(void* device, size_t bytes) const;
+};
+
+std::unique_ptr<GpuOptimizer> make_gpu_optimizer(const OptimizerSpec& spec);
+std::unique_ptr<GpuOptimizer> make_adam(const OptimizerSpec& spec);
+std::unique_ptr<GpuOptimizer> make_sgd(const OptimizerSpec& spec);
+std::unique_ptr<GpuOptimizer> make_ema(const OptimizerSpec& spec);
+
+}  // namespace tinyfuse::cuda
