@@ -1,0 +1,81 @@
+#include "args.h"
+
+#include <cctype>
+
+#include "tinyfuse/errors.h"
+
+namespace tinyfuse::cli {
+
+namespace {
+
+const OptionSpec* find_spec(const std::vector<OptionSpec>& specs, const std::string& name) {
+  for (const auto& s : specs)
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
+[[noreturn]] void unknown_option(const std::string& name, const std::vector<OptionSpec>& specs) {
+  std::vector<std::string> names;
+  for (const auto& s : specs) names.push_back(s.name);
+  std::string message = "unknown option '--" + name + "'";
+  const std::string guess = closest_match(name, names);
+  if (!guess.empty()) message += " (did you mean '--" + guess + "'?)";
+  throw UsageError(message);
+}
+
+}  // namespace
+
+Options Options::parse(const std::vector<std::string>& args, const std::vector<OptionSpec>& specs) {
+  Options out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "-h") {
+      out.values_["help"] = "";
+      continue;
+    }
+    if (arg.size() < 3 || arg.compare(0, 2, "--") != 0) {
+      if (!arg.empty() && arg[0] == '-') throw UsageError("unknown option '" + arg + "'");
+      throw UsageError("unexpected argument '" + arg + "' (options are given as --name value)");
+    }
+    std::string name = arg.substr(2);
+    std::string value;
+    bool inline_value = false;
+    if (const size_t eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+      inline_value = true;
+    }
+    const OptionSpec* spec = find_spec(specs, name);
+    if (!spec) unknown_option(name, specs);
+    if (spec->takes_value) {
+      if (!inline_value) {
+        if (i + 1 >= args.size()) throw UsageError("option '--" + name + "' needs a value");
+        value = args[++i];
+      }
+    } else if (inline_value) {
+      throw UsageError("option '--" + name + "' takes no value");
+    }
+    out.values_[name] = value;
+  }
+  return out;
+}
+
+std::string Options::get(const std::string& name, const std::string& fallback) const {
+  auto it = values_.find(name);
+  return it == values_.end() ? fallback : it->second;
+}
+
+uint64_t Options::get_uint(const std::string& name, uint64_t fallback, uint64_t lo, uint64_t hi) const {
+  auto it = values_.find(name);
+  if (it == values_.end()) return fallback;
+  const std::string& text = it->second;
+  const std::string range = "an integer from " + std::to_string(lo) + " to " + std::to_string(hi);
+  bool digits = !text.empty() && text.size() <= 19;
+  for (char c : text) digits = digits && std::isdigit(static_cast<unsigned char>(c));
+  if (!digits) throw UsageError("option '--" + name + "' needs " + range + ", got '" + text + "'");
+  const uint64_t v = std::stoull(text);
+  if (v < lo || v > hi) throw UsageError("option '--" + name + "' needs " + range + ", got " + text);
+  return v;
+}
+
+}  // namespace tinyfuse::cli

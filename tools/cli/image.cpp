@@ -1,0 +1,72 @@
+#include "image.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+
+#include <stb_image.h>
+#include <stb_image_write.h>
+
+#include "atomic_file.h"
+
+namespace tinyfuse::cli {
+
+Image load_image(const std::string& path) {
+  std::FILE* file = std::fopen(path.c_str(), "rb");
+  if (!file) throw std::runtime_error("cannot open image '" + path + "': " + std::strerror(errno));
+  int w = 0, h = 0, channels = 0;
+  unsigned char* data = stbi_load_from_file(file, &w, &h, &channels, 3);
+  std::fclose(file);
+  if (!data) {
+    const char* why = stbi_failure_reason();
+    throw std::runtime_error("cannot read image '" + path + "': " + (why ? why : "unknown reason"));
+  }
+  Image image(w, h);
+  for (size_t i = 0; i < image.rgb.size(); ++i) image.rgb[i] = data[i] / 255.0f;
+  stbi_image_free(data);
+  return image;
+}
+
+namespace {
+void append_bytes(void* context, void* data, int size) {
+  auto* out = static_cast<std::vector<unsigned char>*>(context);
+  const auto* bytes = static_cast<const unsigned char*>(data);
+  out->insert(out->end(), bytes, bytes + size);
+}
+}  // namespace
+
+void save_png(const Image& image, const std::string& path) {
+  std::vector<unsigned char> pixels(image.rgb.size());
+  for (size_t i = 0; i < pixels.size(); ++i) {
+    const float v = std::isfinite(image.rgb[i]) ? std::clamp(image.rgb[i], 0.0f, 1.0f) : 0.0f;
+    pixels[i] = static_cast<unsigned char>(std::lround(v * 255.0f));
+  }
+  std::vector<unsigned char> png;
+  if (!stbi_write_png_to_func(append_bytes, &png, image.width, image.height, 3, pixels.data(), image.width * 3))
+    throw std::runtime_error("cannot encode PNG for '" + path + "'");
+  write_file_atomically(path, png.data(), png.size());
+}
+
+void sample_bilinear(const Image& image, const float* xy, int64_t n, float* rgb) {
+  const int w = image.width, h = image.height;
+  for (int64_t i = 0; i < n; ++i) {
+    // Pixel (i, j) covers [i, i+1) x [j, j+1) in pixel units; its centre holds its colour.
+    const float u = std::clamp(xy[2 * i] * w - 0.5f, 0.0f, static_cast<float>(w - 1));
+    const float v = std::clamp(xy[2 * i + 1] * h - 0.5f, 0.0f, static_cast<float>(h - 1));
+    const int x0 = std::min(static_cast<int>(u), w - 1), y0 = std::min(static_cast<int>(v), h - 1);
+    const int x1 = std::min(x0 + 1, w - 1), y1 = std::min(y0 + 1, h - 1);
+    const float fx = u - x0, fy = v - y0;
+    const float *p00 = image.pixel(x0, y0), *p10 = image.pixel(x1, y0);
+    const float *p01 = image.pixel(x0, y1), *p11 = image.pixel(x1, y1);
+    for (int c = 0; c < 3; ++c) {
+      const float top = p00[c] + (p10[c] - p00[c]) * fx;
+      const float bottom = p01[c] + (p11[c] - p01[c]) * fx;
+      rgb[3 * i + c] = top + (bottom - top) * fy;
+    }
+  }
+}
+
+}  // namespace tinyfuse::cli

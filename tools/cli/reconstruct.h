@@ -1,0 +1,18 @@
+// Evaluating a trained image model at every pixel, and comparing pictures.
+#pragma once
+
+#include "image.h"
+#include "tinyfuse/object.h"
+
+namespace tinyfuse::cli {
+
+// Runs model.inference at the centre of every pixel of a width x height image (positions in
+// [0, 1]^2 as in training), in chunks so that large images need little memory. Values are not
+// clamped.
+Image render_model(DifferentiableObject& model, int width, int height);
+
+// Peak signal-to-noise ratio in dB of `image` (clamped to [0, 1]) against `reference`, peak 1.
+// Both must have the same size. Infinite for identical pictures.
+double psnr(const Image& image, const Image& reference);
+
+}  // namespace tinyfuse::cli
