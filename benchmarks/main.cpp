@@ -11,6 +11,7 @@
 
 #include "cpu/blas.h"
 #include "cpu/parallel.h"
+#include "encoding_bench.h"
 #include "report.h"
 #include "tinyfuse/errors.h"
 
@@ -311,10 +312,41 @@ int run(const Options& o) {
     r.results.push_back(std::move(res));
   }
 
+  // The grid encodings (CPU: the GPU encodings arrive with their own issue).
+  std::vector<tb::EncodingResult> encodings;
+  if (!gpu) {
+    std::cerr << "[encodings] HashGrid 2D / 3D, 16 levels x 2 features, forward and forward+backward ...\n";
+    encodings = tb::run_encoding_benchmarks(device, r.plan, r.batches);
+    for (const auto& e : encodings) all_ok = all_ok && e.ok;
+  }
+
   tb::print_report(std::cout, r);
+  if (!encodings.empty()) {
+    std::cout << "\nencoding              mode               batch      samples/s (median)   params\n";
+    for (const auto& e : encodings) {
+      char line[200];
+      if (e.ok)
+        std::snprintf(line, sizeof line, "%-21s %-18s %-10lld %18s   %zu\n", e.name.c_str(), e.mode.c_str(),
+                      static_cast<long long>(e.batch), tb::si(e.samples_per_second()).c_str(), e.n_params);
+      else
+        std::snprintf(line, sizeof line, "%-21s %-18s %-10lld failed: %.100s\n", e.name.c_str(), e.mode.c_str(),
+                      static_cast<long long>(e.batch), e.error.c_str());
+      std::cout << line;
+    }
+  }
   std::cout << std::flush;
   try {
-    tb::write_file_atomically(out, tb::to_json(r).dump(2) + "\n");
+    tb::ojson doc = tb::to_json(r);
+    if (!encodings.empty()) {
+      tb::ojson list = tb::ojson::array();
+      for (const auto& e : encodings)
+        list.push_back({{"encoding", e.name}, {"config", "16 levels x 2 features, log2_hashmap_size 19, base 16, scale 2"},
+                        {"mode", e.mode}, {"batch", e.batch}, {"n_params", e.n_params}, {"ok", e.ok},
+                        {"median_s", e.seconds.median}, {"min_s", e.seconds.min}, {"max_s", e.seconds.max},
+                        {"samples_per_s", e.samples_per_second()}, {"error", e.error}});
+      doc["encodings"] = list;
+    }
+    tb::write_file_atomically(out, doc.dump(2) + "\n");
     std::cerr << "tinyfuse-bench: wrote " << out << '\n';
   } catch (const std::exception& e) {
     std::cerr << "tinyfuse-bench: " << e.what() << '\n';

@@ -1,0 +1,74 @@
+#include "encoding_bench.h"
+
+#include <exception>
+
+#include "tinyfuse/buffer.h"
+#include "tinyfuse/factory.h"
+#include "tinyfuse/random.h"
+
+namespace tinyfuse::bench {
+
+namespace {
+
+json hash_grid_config() {
+  return {{"otype", "HashGrid"}, {"n_levels", 16}, {"n_features_per_level", 2}, {"log2_hashmap_size", 19},
+          {"base_resolution", 16}, {"per_level_scale", 2.0}};
+}
+
+EncodingResult run_case(Device device, uint32_t dims, bool backward, int64_t batch, const TimingPlan& plan) {
+  EncodingResult r;
+  r.name = "HashGrid " + std::to_string(dims) + "D";
+  r.mode = backward ? "forward+backward" : "forward";
+  r.batch = batch;
+  try {
+    auto enc = create_encoding(hash_grid_config(), dims, {device});
+    r.n_params = enc->n_params();
+    const DType pt = enc->param_dtype();
+    Buffer params(device, r.n_params * dtype_size(pt)), grads(device, r.n_params * dtype_size(pt));
+    std::vector<float> host(r.n_params);
+    Pcg32 rng(1337);
+    enc->initialize_params(rng, host.data(), 1.0f);
+    copy_tensor(params.vector(pt, r.n_params), TensorView::vector(host.data(), r.n_params));
+    enc->set_params(params.vector(pt, r.n_params), params.vector(pt, r.n_params), grads.vector(pt, r.n_params));
+    const uint32_t w = enc->padded_output_width();
+    Buffer in(device, batch * dims * dtype_size(enc->input_dtype())), out(device, batch * w * dtype_size(enc->output_dtype()));
+    Buffer dout(device, batch * w * dtype_size(enc->output_dtype()));
+    const TensorView iv = in.matrix(enc->input_dtype(), batch, dims), ov = out.matrix(enc->output_dtype(), batch, w);
+    const TensorView dv = dout.matrix(enc->output_dtype(), batch, w);
+    std::vector<float> x(batch * dims), g(batch * w);
+    for (auto& v : g) v = rng.next_float() - 0.5f;
+    copy_tensor(dv, TensorView::matrix(g.data(), batch, w));
+    r.seconds = time_runs(
+        plan,
+        [&] {
+          for (auto& v : x) v = rng.next_float();  // fresh positions in [0, 1) every run
+          copy_tensor(iv, TensorView::matrix(x.data(), batch, dims));
+        },
+        [&] {
+          if (backward) {
+            auto ctx = enc->forward(iv, &ov);
+            enc->backward(*ctx, iv, ov, dv, nullptr, false, GradientMode::Overwrite);
+          } else {
+            enc->inference(iv, ov);
+          }
+          synchronize(device, iv.stream);
+        });
+    r.ok = true;
+  } catch (const std::exception& e) {
+    r.error = e.what();
+  }
+  return r;
+}
+
+}  // namespace
+
+std::vector<EncodingResult> run_encoding_benchmarks(Device device, const TimingPlan& plan,
+                                                    const std::vector<int64_t>& batches) {
+  std::vector<EncodingResult> out;
+  for (uint32_t dims : {2u, 3u})
+    for (bool backward : {false, true})
+      for (int64_t batch : batches) out.push_back(run_case(device, dims, backward, batch, plan));
+  return out;
+}
+
+}  // namespace tinyfuse::bench
