@@ -43,7 +43,7 @@ TEST_P(Losses, ValuesGradientsScalingAndPadding) {
   auto loss = create_loss({{"otype", name}}, {Device::CPU, DType::F64});
   Pcg32 rng(99);
   const bool positive = name == "CrossEntropy" || name == "Variance";  // need p > 0
-  for (int64_t batch : {1, 7, 256}) {
+  for (int64_t batch : {1, 7, 256, 1000}) {
     for (bool with_pdf : {false, true}) {
       const int64_t dims = 6, width = 16;  // 10 padded columns
       auto pred = random_vector(rng, batch * width, positive ? 0.2 : -1.0, 1.0);
