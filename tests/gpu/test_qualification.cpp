@@ -25,11 +25,16 @@ struct Case {
   double tolerance;  // relative L2 vs the FP64 reference: FP32 1e-5, FP16 2e-3 (documented)
 };
 
+// Smooth activations only: at 65536 rows some FP32 pre-activation lands within rounding of a
+// ReLU kink and takes the other side, which moves that gradient element by a whole dY however
+// right the kernels are. The per-network suites (test_portable_mlp.cpp, test_blaslt_mlp.cpp)
+// check ReLU with inputs redrawn away from kinks or against FP16-rounded layer-wise references;
+// the training trajectories below run ReLU end to end.
 const Case kCases[] = {
-    {"PortableMLP", 64, 64, 2, 64, "ReLU", "None", 1e-5},
+    {"PortableMLP", 64, 64, 2, 64, "Softplus", "None", 1e-5},
     {"PortableMLP", 3, 7, 3, 5, "Tanh", "Sigmoid", 1e-5},
     {"PortableMLP", 128, 128, 2, 128, "SiLU", "None", 1e-5},
-    {"BlasLtMLP", 64, 64, 2, 64, "ReLU", "None", 1e-5},
+    {"BlasLtMLP", 64, 64, 2, 64, "Softplus", "None", 1e-5},
     {"BlasLtMLP", 128, 128, 2, 128, "Sine", "None", 1e-5},
     // FP16 against the end-to-end FP64 network: smooth activations only. With ReLU a
     // pre-activation within one FP16 rounding of 0 switches sides and moves a gradient by a whole
