@@ -5,6 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh >/dev/null
-# The CUDA networks arrive with the CUDA backend; until then the demo runs on the CPU everywhere.
+# The default config (hash grid + FullyFusedMLP) runs on the CPU only until the GPU encodings and
+# fused MLPs land; until then the demo runs on the CPU everywhere.
 device=cpu
 exec build/tools/cli/tinyfuse learn-image --device "$device" --out learn-image-out "$@"
