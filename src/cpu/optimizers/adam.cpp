@@ -5,6 +5,7 @@
 #include <cfloat>
 #include <cmath>
 
+#include "core/optimizers/adam_state.h"
 #include "cpu/optimizers/cpu_optimizer.h"
 #include "cpu/parallel.h"
 #include "tinyfuse/errors.h"
@@ -52,43 +53,24 @@ class Adam final : public CpuOptimizer {
   // ---- state: [first moments | second moments | param steps % 2^16 | param steps / 2^16] ----
   // (step counters are split so that every value is exact in a float)
 
-  json state_header() const override {
-    return {{"otype", name()},
-            {"n_params", n_params()},
-            {"current_step", step_},
-            {"learning_rate", tidy_float(lr_)},
-            {"layout", "first_moments, second_moments, param_steps % 65536, param_steps / 65536"}};
-  }
+  json state_header() const override { return adam_state::header(name(), n_params(), step_, lr_); }
 
-  size_t state_size() const override { return 4 * n_params(); }
+  size_t state_size() const override { return adam_state::size(n_params()); }
 
   std::vector<float> state_data() const override {
     const size_t n = n_params();
     std::vector<float> out(state_size());
     std::copy(first_.begin(), first_.end(), out.begin());
     std::copy(second_.begin(), second_.end(), out.begin() + n);
-    for (size_t i = 0; i < n; ++i) {
-      out[2 * n + i] = static_cast<float>(param_steps_[i] & 0xffffu);
-      out[3 * n + i] = static_cast<float>(param_steps_[i] >> 16);
-    }
+    adam_state::pack_steps(param_steps_.data(), n, out.data());
     return out;
   }
 
   void check_state(const json& header, const float* data, size_t size) const override {
     check_header(header, size);
-    if (header_uint(*this, header, "current_step") > UINT32_MAX) state_error("current_step does not fit 32 bits");
-    const double lr = header_number(*this, header, "learning_rate");
-    if (lr < 0 || lr > FLT_MAX) state_error("learning_rate " + std::to_string(lr) + " is not a float >= 0");
-    const size_t n = n_params();
-    for (size_t i = 0; i < 2 * n; ++i)
-      if (!std::isfinite(data[i])) state_error("moment " + std::to_string(i) + " is not finite");
-    for (size_t i = 2 * n; i < 4 * n; ++i) {
-      const float x = data[i];
-      if (!(x >= 0.0f && x < 65536.0f && std::floor(x) == x))
-        state_error("step counter part " + std::to_string(i - 2 * n) + " (" + std::to_string(x) +
-                    ") is not an integer in [0, 65535]");
-    }
+    adam_state::check_fields(*this, header, data);
   }
+
 
   void apply_state(const json& header, const float* data) override {
     const size_t n = n_params();
@@ -96,8 +78,7 @@ class Adam final : public CpuOptimizer {
     lr_ = static_cast<float>(header.at("learning_rate").get<double>());
     std::copy(data, data + n, first_.begin());
     std::copy(data + n, data + 2 * n, second_.begin());
-    for (size_t i = 0; i < n; ++i)
-      param_steps_[i] = static_cast<uint32_t>(data[2 * n + i]) | (static_cast<uint32_t>(data[3 * n + i]) << 16);
+    adam_state::unpack_steps(data, n, param_steps_.data());
   }
 
  private:

@@ -7,6 +7,7 @@
 #include <cfloat>
 #include <cmath>
 
+#include "core/optimizers/adam_state.h"
 #include "cuda/common.cuh"
 #include "cuda/optimizers/gpu_optimizer.h"
 #include "cuda/optimizers/step_types.cuh"
@@ -113,15 +114,9 @@ class Adam final : public GpuOptimizer {
   // ---- state: [first moments | second moments | param steps % 2^16 | param steps / 2^16] ----
   // (the CPU's layout: step counters are split so that every value is exact in a float)
 
-  json state_header() const override {
-    return {{"otype", name()},
-            {"n_params", n_params()},
-            {"current_step", step_},
-            {"learning_rate", tidy_float(lr_)},
-            {"layout", "first_moments, second_moments, param_steps % 65536, param_steps / 65536"}};
-  }
+  json state_header() const override { return adam_state::header(name(), n_params(), step_, lr_); }
 
-  size_t state_size() const override { return 4 * n_params(); }
+  size_t state_size() const override { return adam_state::size(n_params()); }
 
   std::vector<float> state_data() const override {
     const size_t n = n_params();
@@ -130,34 +125,20 @@ class Adam final : public GpuOptimizer {
     download(out.data(), first_.data(), n * sizeof(float));
     download(out.data() + n, second_.data(), n * sizeof(float));
     download(steps.data(), param_steps_.data(), n * sizeof(uint32_t));
-    for (size_t i = 0; i < n; ++i) {
-      out[2 * n + i] = static_cast<float>(steps[i] & 0xffffu);
-      out[3 * n + i] = static_cast<float>(steps[i] >> 16);
-    }
+    adam_state::pack_steps(steps.data(), n, out.data());
     return out;
   }
 
   void check_state(const json& header, const float* data, size_t size) const override {
     check_header(header, size);
-    if (header_uint(*this, header, "current_step") > UINT32_MAX) state_error("current_step does not fit 32 bits");
-    const double lr = header_number(*this, header, "learning_rate");
-    if (lr < 0 || lr > FLT_MAX) state_error("learning_rate " + std::to_string(lr) + " is not a float >= 0");
-    const size_t n = n_params();
-    for (size_t i = 0; i < 2 * n; ++i)
-      if (!std::isfinite(data[i])) state_error("moment " + std::to_string(i) + " is not finite");
-    for (size_t i = 2 * n; i < 4 * n; ++i) {
-      const float x = data[i];
-      if (!(x >= 0.0f && x < 65536.0f && std::floor(x) == x))
-        state_error("step counter part " + std::to_string(i - 2 * n) + " (" + std::to_string(x) +
-                    ") is not an integer in [0, 65535]");
-    }
+    adam_state::check_fields(*this, header, data);
   }
+
 
   void apply_state(const json& header, const float* data) override {
     const size_t n = n_params();
     std::vector<uint32_t> steps(n);
-    for (size_t i = 0; i < n; ++i)
-      steps[i] = static_cast<uint32_t>(data[2 * n + i]) | (static_cast<uint32_t>(data[3 * n + i]) << 16);
+    adam_state::unpack_steps(data, n, steps.data());
     upload(first_.data(), data, n * sizeof(float));
     upload(second_.data(), data + n, n * sizeof(float));
     upload(param_steps_.data(), steps.data(), n * sizeof(uint32_t));
