@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "core/activation_math.h"
-#include "core/mlp_init.h"
+#include "core/mlp_base.h"
 #include "cpu/blas.h"
 #include "cpu/parallel.h"
 
@@ -48,70 +48,19 @@ struct MlpContext : Context {
 };
 
 template <typename T>
-class Mlp final : public Network {
+class Mlp final : public MlpBase {
  public:
-  Mlp(MlpSpec spec, json hyperparams) : spec_(std::move(spec)), hyperparams_(std::move(hyperparams)) {
-    uint32_t in = spec_.input_width;
-    size_t offset = 0;
-    for (uint32_t l = 0; l <= spec_.n_hidden_layers; ++l) {
-      uint32_t out = width(l);
-      Layer layer{in, out, offset, 0};
-      offset += static_cast<size_t>(out) * in;
-      if (spec_.biases) {
-        layer.bias_offset = offset;
-        offset += out;
-      }
-      layers_.push_back(layer);
-      in = out;
-    }
-    n_params_ = offset;
-  }
+  using MlpBase::MlpBase;
 
   Device device() const override { return Device::CPU; }
   DType param_dtype() const override { return dtype_of<T>::value; }
   DType input_dtype() const override { return dtype_of<T>::value; }
   DType output_dtype() const override { return dtype_of<T>::value; }
-  uint32_t input_width() const override { return spec_.input_width; }
-  uint32_t padded_output_width() const override { return spec_.padded_output_width; }
-  uint32_t output_width() const override { return spec_.output_width; }
-  uint32_t n_hidden_layers() const override { return spec_.n_hidden_layers; }
-  uint32_t width(uint32_t layer) const override {
-    return layer < spec_.n_hidden_layers ? spec_.n_neurons : spec_.padded_output_width;
-  }
-  uint32_t required_input_alignment() const override { return spec_.input_alignment; }
-  Activation activation() const override { return spec_.activation; }
-  Activation output_activation() const override { return spec_.output_activation; }
-  bool has_biases() const override { return spec_.biases; }
-  size_t n_params() const override { return n_params_; }
-  json hyperparams() const override { return hyperparams_; }
-  std::string name() const override { return spec_.otype; }
-
-  std::vector<ParamSegment> param_segments() const override {
-    std::vector<ParamSegment> segs;
-    for (const auto& l : layers_) {
-      segs.push_back({l.weight_offset, static_cast<size_t>(l.out) * l.in, ParamSegment::Kind::Matrix, l.out, l.in});
-      if (spec_.biases) segs.push_back({l.bias_offset, l.out, ParamSegment::Kind::Vector, 0, 0});
-    }
-    return segs;
-  }
 
   void set_params(const TensorView& params, const TensorView& inference_params, const TensorView& gradients) override {
-    auto check = [&](const TensorView& t, const char* what, bool optional) -> T* {
-      if (optional && t.data == nullptr) return nullptr;
-      if (t.device != Device::CPU || t.dtype != param_dtype() || static_cast<size_t>(t.numel()) != n_params_ ||
-          !t.contiguous())
-        throw ShapeError(std::string(what) + ": expected " + std::to_string(n_params_) + " contiguous " +
-                         to_string(param_dtype()) + " values on cpu, got " + t.describe());
-      return static_cast<T*>(t.data);
-    };
-    params_ = check(params, "params", false);
-    inference_params_ = check(inference_params, "inference_params", false);
-    gradients_ = check(gradients, "gradients", true);
-  }
-
-  // Glorot/Xavier (SIREN for Sine), biases zero: the scheme every biased MLP shares (core/mlp_init.h).
-  void initialize_params(Pcg32& rng, float* params, float scale) override {
-    initialize_mlp_params(layers_, spec_.biases, spec_.activation, rng, params, scale);
+    params_ = static_cast<T*>(checked_param_view(params, "params", false));
+    inference_params_ = static_cast<T*>(checked_param_view(inference_params, "inference_params", false));
+    gradients_ = static_cast<T*>(checked_param_view(gradients, "gradients", true));
   }
 
   void inference(const TensorView& input, const TensorView& output) override {
@@ -159,7 +108,7 @@ class Mlp final : public Network {
     int64_t ldy = dL_doutput.strides[0];
     for (size_t li = layers_.size(); li-- > 0;) {
       const Layer& l = layers_[li];
-      const Activation act = li + 1 == layers_.size() ? spec_.output_activation : spec_.activation;
+      const Activation act = layer_activation(li);
       dz.resize(static_cast<size_t>(batch) * l.out);
       const T* z = ctx->z[li].data();
       parallel_for(batch, rows_per_chunk(l.out), [&](int64_t b0, int64_t b1) {
@@ -193,11 +142,6 @@ class Mlp final : public Network {
   }
 
  private:
-  struct Layer {
-    uint32_t in, out;
-    size_t weight_offset, bias_offset;
-  };
-
   static int64_t rows_per_chunk(uint32_t width) { return std::max<int64_t>(1, kElementGrain / std::max<uint32_t>(width, 1)); }
 
   void check_io(const TensorView& input, const TensorView* output) const {
@@ -218,7 +162,7 @@ class Mlp final : public Network {
     int64_t ldx = input.strides[0];
     for (size_t li = 0; li < layers_.size(); ++li) {
       const Layer& l = layers_[li];
-      const Activation act = li + 1 == layers_.size() ? spec_.output_activation : spec_.activation;
+      const Activation act = layer_activation(li);
       auto& z = ctx.z[li];
       auto& y = ctx.y[li];
       z.resize(static_cast<size_t>(batch) * l.out);
@@ -248,10 +192,6 @@ class Mlp final : public Network {
     });
   }
 
-  MlpSpec spec_;
-  json hyperparams_;
-  std::vector<Layer> layers_;
-  size_t n_params_ = 0;
   T* params_ = nullptr;
   T* inference_params_ = nullptr;
   T* gradients_ = nullptr;

@@ -50,7 +50,7 @@
 #include <vector>
 
 #include "core/activation_math.h"
-#include "core/mlp_init.h"
+#include "core/mlp_base.h"
 #include "cuda/blaslt_plan.h"
 #include "cuda/common.cuh"
 #include "tinyfuse/buffer.h"
@@ -156,22 +156,12 @@ struct BlasLtContext final : Context {
 };
 
 template <typename T>
-class BlasLtMlp final : public Network {
+class BlasLtMlp final : public MlpBase {
  public:
-  BlasLtMlp(MlpSpec spec, json hyperparams) : spec_(std::move(spec)), hyperparams_(std::move(hyperparams)) {
+  BlasLtMlp(MlpSpec spec, json hyperparams) : MlpBase(std::move(spec), std::move(hyperparams)) {
     if (!spec_.biases || spec_.padded_output_width != spec_.output_width)
       throw UnsupportedError("internal: " + spec_.otype + " has biases and an unpadded output");
-    uint32_t in = spec_.input_width;
-    size_t offset = 0;
-    for (uint32_t l = 0; l <= spec_.n_hidden_layers; ++l) {
-      const uint32_t out = width(l);
-      Layer layer{in, out, offset, offset + static_cast<size_t>(out) * in};
-      offset = layer.bias_offset + out;
-      layers_.push_back(layer);
-      max_width_ = std::max(max_width_, out);
-      in = out;
-    }
-    n_params_ = offset;
+    for (const auto& l : layers_) max_width_ = std::max(max_width_, l.out);
     check_library_supports_widths();
   }
 
@@ -179,46 +169,11 @@ class BlasLtMlp final : public Network {
   DType param_dtype() const override { return kDType; }
   DType input_dtype() const override { return kDType; }
   DType output_dtype() const override { return kDType; }
-  uint32_t input_width() const override { return spec_.input_width; }
-  uint32_t padded_output_width() const override { return spec_.padded_output_width; }
-  uint32_t output_width() const override { return spec_.output_width; }
-  uint32_t n_hidden_layers() const override { return spec_.n_hidden_layers; }
-  uint32_t width(uint32_t layer) const override {
-    return layer < spec_.n_hidden_layers ? spec_.n_neurons : spec_.padded_output_width;
-  }
-  uint32_t required_input_alignment() const override { return spec_.input_alignment; }
-  Activation activation() const override { return spec_.activation; }
-  Activation output_activation() const override { return spec_.output_activation; }
-  bool has_biases() const override { return true; }
-  size_t n_params() const override { return n_params_; }
-  json hyperparams() const override { return hyperparams_; }
-  std::string name() const override { return spec_.otype; }
-
-  std::vector<ParamSegment> param_segments() const override {
-    std::vector<ParamSegment> segs;
-    for (const auto& l : layers_) {
-      segs.push_back({l.weight_offset, static_cast<size_t>(l.out) * l.in, ParamSegment::Kind::Matrix, l.out, l.in});
-      segs.push_back({l.bias_offset, l.out, ParamSegment::Kind::Vector, 0, 0});
-    }
-    return segs;
-  }
 
   void set_params(const TensorView& params, const TensorView& inference_params, const TensorView& gradients) override {
-    auto check = [&](const TensorView& t, const char* what, bool optional) -> T* {
-      if (optional && t.data == nullptr) return nullptr;
-      if (t.device != Device::CUDA || t.dtype != kDType || static_cast<size_t>(t.numel()) != n_params_ ||
-          !t.contiguous() || t.data == nullptr)
-        throw ShapeError(std::string(what) + ": expected " + std::to_string(n_params_) + " contiguous " +
-                         to_string(kDType) + " values on cuda, got " + t.describe());
-      return static_cast<T*>(t.data);
-    };
-    params_ = check(params, "params", false);
-    inference_params_ = check(inference_params, "inference_params", false);
-    gradients_ = check(gradients, "gradients", true);
-  }
-
-  void initialize_params(Pcg32& rng, float* params, float scale) override {
-    initialize_mlp_params(layers_, true, spec_.activation, rng, params, scale);
+    params_ = static_cast<T*>(checked_param_view(params, "params", false));
+    inference_params_ = static_cast<T*>(checked_param_view(inference_params, "inference_params", false));
+    gradients_ = static_cast<T*>(checked_param_view(gradients, "gradients", true));
   }
 
   void inference(const TensorView& input, const TensorView& output) override {
@@ -273,7 +228,7 @@ class BlasLtMlp final : public Network {
     int dy_buf = -1;  // which scratch matrix holds dy (-1: dL_doutput)
     for (size_t li = layers_.size(); li-- > 0;) {
       const Layer& l = layers_[li];
-      const Activation act = li + 1 == layers_.size() ? spec_.output_activation : spec_.activation;
+      const Activation act = layer_activation(li);
       // dZ: dY itself for None, else computed in place over dY's scratch (or into scratch 0).
       const T* dz = dy;
       int64_t ldz = ldy;
@@ -334,11 +289,6 @@ class BlasLtMlp final : public Network {
 
  private:
   static constexpr DType kDType = gpu_dtype_of<T>::value;
-
-  struct Layer {
-    uint32_t in, out;
-    size_t weight_offset, bias_offset;
-  };
 
   void check_io(const TensorView& input, const TensorView* output) const {
     if (!params_) throw Error(name() + ": no parameters set; call set_params() (or use a Trainer) first");
@@ -494,10 +444,6 @@ class BlasLtMlp final : public Network {
     }
   }
 
-  MlpSpec spec_;
-  json hyperparams_;
-  std::vector<Layer> layers_;
-  size_t n_params_ = 0;
   uint32_t max_width_ = 0;
   T* params_ = nullptr;
   T* inference_params_ = nullptr;

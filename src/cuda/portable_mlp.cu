@@ -15,7 +15,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "core/mlp_init.h"
+#include "core/mlp_base.h"
 #include "cuda/common.cuh"
 #include "cuda/portable_gemm.cuh"
 #include "tinyfuse/buffer.h"
@@ -202,76 +202,20 @@ struct PortableMlpContext : Context {
   float* at(size_t offset) { return static_cast<float*>(memory.data()) + offset; }
 };
 
-// tinyfuse layouts (core/mlp_init.h reads in, out, weight_offset, bias_offset).
-struct Layer {
-  uint32_t in, out;
-  size_t weight_offset, bias_offset;
-};
 
-class PortableMlp final : public Network {
+class PortableMlp final : public MlpBase {
  public:
-  PortableMlp(MlpSpec spec, json hyperparams) : spec_(std::move(spec)), hyperparams_(std::move(hyperparams)) {
-    uint32_t in = spec_.input_width;
-    size_t offset = 0;
-    for (uint32_t l = 0; l <= spec_.n_hidden_layers; ++l) {
-      uint32_t out = width(l);
-      Layer layer{in, out, offset, 0};
-      offset += static_cast<size_t>(out) * in;
-      if (spec_.biases) {
-        layer.bias_offset = offset;
-        offset += out;
-      }
-      layers_.push_back(layer);
-      in = out;
-    }
-    n_params_ = offset;
-  }
+  using MlpBase::MlpBase;
 
   Device device() const override { return Device::CUDA; }
   DType param_dtype() const override { return DType::F32; }
   DType input_dtype() const override { return DType::F32; }
   DType output_dtype() const override { return DType::F32; }
-  uint32_t input_width() const override { return spec_.input_width; }
-  uint32_t padded_output_width() const override { return spec_.padded_output_width; }
-  uint32_t output_width() const override { return spec_.output_width; }
-  uint32_t n_hidden_layers() const override { return spec_.n_hidden_layers; }
-  uint32_t width(uint32_t layer) const override {
-    return layer < spec_.n_hidden_layers ? spec_.n_neurons : spec_.padded_output_width;
-  }
-  uint32_t required_input_alignment() const override { return spec_.input_alignment; }
-  Activation activation() const override { return spec_.activation; }
-  Activation output_activation() const override { return spec_.output_activation; }
-  bool has_biases() const override { return spec_.biases; }
-  size_t n_params() const override { return n_params_; }
-  json hyperparams() const override { return hyperparams_; }
-  std::string name() const override { return spec_.otype; }
-
-  std::vector<ParamSegment> param_segments() const override {
-    std::vector<ParamSegment> segs;
-    for (const auto& l : layers_) {
-      segs.push_back({l.weight_offset, static_cast<size_t>(l.out) * l.in, ParamSegment::Kind::Matrix, l.out, l.in});
-      if (spec_.biases) segs.push_back({l.bias_offset, l.out, ParamSegment::Kind::Vector, 0, 0});
-    }
-    return segs;
-  }
 
   void set_params(const TensorView& params, const TensorView& inference_params, const TensorView& gradients) override {
-    auto check = [&](const TensorView& t, const char* what, bool optional) -> float* {
-      if (optional && t.data == nullptr) return nullptr;
-      if (t.device != Device::CUDA || t.dtype != DType::F32 || static_cast<size_t>(t.numel()) != n_params_ ||
-          !t.contiguous())
-        throw ShapeError(std::string(what) + ": expected " + std::to_string(n_params_) + " contiguous " +
-                         to_string(DType::F32) + " values on " + to_string(Device::CUDA) + ", got " + t.describe());
-      return static_cast<float*>(t.data);
-    };
-    params_ = check(params, "params", false);
-    inference_params_ = check(inference_params, "inference_params", false);
-    gradients_ = check(gradients, "gradients", true);
-  }
-
-  // The scheme every biased MLP shares (core/mlp_init.h), so a seed gives the CPU's values.
-  void initialize_params(Pcg32& rng, float* params, float scale) override {
-    initialize_mlp_params(layers_, spec_.biases, spec_.activation, rng, params, scale);
+    params_ = static_cast<float*>(checked_param_view(params, "params", false));
+    inference_params_ = static_cast<float*>(checked_param_view(inference_params, "inference_params", false));
+    gradients_ = static_cast<float*>(checked_param_view(gradients, "gradients", true));
   }
 
   void inference(const TensorView& input, const TensorView& output) override {
@@ -316,7 +260,7 @@ class PortableMlp final : public Network {
     Carver carve;
     for (size_t li = 0; li < layers_.size(); ++li) {
       const size_t n = static_cast<size_t>(batch) * layers_[li].out;
-      if (activation_of(li) != Activation::None) ctx->z[li] = carve.take(n);
+      if (layer_activation(li) != Activation::None) ctx->z[li] = carve.take(n);
       if (li + 1 < layers_.size()) ctx->y[li] = carve.take(n);
     }
     if (batch == 0) return ctx;
@@ -332,7 +276,7 @@ class PortableMlp final : public Network {
       float* y = ctx->y[li] == kNone ? nullptr : ctx->at(ctx->y[li]);
       float* out = last && output ? output->ptr<float>() : nullptr;
       // Nothing to write (last layer, act None, no output) skips the launch.
-      launch_forward(activation_of(li), x, ldx, weights + l.weight_offset, spec_.biases ? weights + l.bias_offset : nullptr,
+      launch_forward(layer_activation(li), x, ldx, weights + l.weight_offset, spec_.biases ? weights + l.bias_offset : nullptr,
                      batch, l.in, l.out, z, y, out, last && output ? output->strides[0] : 0, stream);
       x = y;
       ldx = l.out;
@@ -427,10 +371,6 @@ class PortableMlp final : public Network {
   }
 
  private:
-  Activation activation_of(size_t li) const {
-    return li + 1 == layers_.size() ? spec_.output_activation : spec_.activation;
-  }
-
   void check_io(const TensorView& input, const TensorView* output) const {
     if (!params_) throw Error(name() + ": no parameters set; call set_params() (or use a Trainer) first");
     check_matrix(input, "input", -1, input_width(), DType::F32, Device::CUDA);
@@ -441,10 +381,6 @@ class PortableMlp final : public Network {
     }
   }
 
-  MlpSpec spec_;
-  json hyperparams_;
-  std::vector<Layer> layers_;
-  size_t n_params_ = 0;
   float* params_ = nullptr;
   float* inference_params_ = nullptr;
   float* gradients_ = nullptr;
