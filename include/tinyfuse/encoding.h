@@ -8,9 +8,9 @@ namespace tinyfuse {
 
 class Encoding : public DifferentiableObject {
  public:
-  // Pads padded_output_width() to a multiple of `alignment` (the network's input alignment);
-  // padding features are written as 1 (tiny-cuda-nn's convention, so a following layer may use
-  // them as a bias).
+  // Pads padded_output_width() to a multiple of `alignment` (the network's input alignment).
+  // What padding features hold follows tiny-cuda-nn: 1 for most encodings (so a following layer
+  // may use them as a bias), 0 for grids; SphericalHarmonics puts its padding first.
   virtual void set_alignment(uint32_t alignment) = 0;
 };
 
