@@ -1,5 +1,7 @@
 #include "report.h"
 
+#include "core/atomic_file.h"
+
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -440,30 +442,8 @@ void prepare_output_folder(const std::string& path) {
 }
 
 void write_file_atomically(const std::string& path, const std::string& text) {
-  auto fail = [&](const std::string& what, const std::string& p, int err) {
-    throw std::runtime_error("cannot " + what + " '" + p + "': " + std::strerror(err));
-  };
   prepare_output_folder(path);
-  // Next to the target, so the rename stays on one file system and replaces it atomically.
-  const std::string tmp = path + ".tmp." + std::to_string(static_cast<long>(::getpid()));
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) fail("create", tmp, errno);
-  bool good = std::fwrite(text.data(), 1, text.size(), f) == text.size() && std::fflush(f) == 0 &&
-              ::fsync(::fileno(f)) == 0;
-  int err = errno;
-  if (std::fclose(f) != 0 && good) {
-    good = false;
-    err = errno;
-  }
-  if (!good) {
-    std::remove(tmp.c_str());
-    fail("write", tmp, err);
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    err = errno;
-    std::remove(tmp.c_str());
-    fail("rename a temporary file to", path, err);
-  }
+  write_file_atomic(path, text.data(), text.size(), "tinyfuse-bench");  // the library's writer
 }
 
 }  // namespace tinyfuse::bench

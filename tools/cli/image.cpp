@@ -10,7 +10,7 @@
 #include <stb_image.h>
 #include <stb_image_write.h>
 
-#include "atomic_file.h"
+#include "core/atomic_file.h"
 
 namespace tinyfuse::cli {
 
@@ -47,7 +47,7 @@ void save_png(const Image& image, const std::string& path) {
   std::vector<unsigned char> png;
   if (!stbi_write_png_to_func(append_bytes, &png, image.width, image.height, 3, pixels.data(), image.width * 3))
     throw std::runtime_error("cannot encode PNG for '" + path + "'");
-  write_file_atomically(path, png.data(), png.size());
+  write_file_atomic(path, png.data(), png.size(), "learn-image");
 }
 
 void sample_bilinear(const Image& image, const float* xy, int64_t n, float* rgb) {

@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "args.h"
-#include "atomic_file.h"
+#include "core/atomic_file.h"
 #include "default_config.h"
 #include "image.h"
 #include "loss_plot.h"
@@ -263,7 +263,8 @@ int run_learn_image(const std::vector<std::string>& args) {
   save_png(render_loss_plot(trained.losses), paths.loss_plot.string());
   const RunFacts facts{trained.losses.size(), trained.seconds, seconds_since(t_start), quality,
                        model.network->n_params()};
-  write_file_atomically(paths.log.string(), run_log(s, config, target, trained, facts, paths).dump(2) + "\n");
+  const std::string log_text = run_log(s, config, target, trained, facts, paths).dump(2) + "\n";
+  write_file_atomic(paths.log.string(), log_text.data(), log_text.size(), "learn-image");
   const std::string checkpoint = (out / "checkpoint.tfc").string();
   if (!trained.diverged) save_checkpoint(checkpoint, model);  // atomic: an earlier one survives a failure
 
