@@ -26,7 +26,7 @@ fi
 if want sanitize; then
   for tool in memcheck racecheck synccheck; do
     echo "== compute-sanitizer --tool $tool" | tee -a "$OUT/sanitizer.log"
-    TINYFUSE_QUICK=1 compute-sanitizer --tool "$tool" --error-exitcode 3 "$bin/tinyfuse_gpu_tests" \
+    TINYFUSE_QUICK=1 timeout "${SANITIZER_TIMEOUT:-170}" compute-sanitizer --tool "$tool" --error-exitcode 3 "$bin/tinyfuse_gpu_tests" \
       --gtest_filter='Qualification*:GpuMemory*' --gtest_brief=1 >> "$OUT/sanitizer.log" 2>&1
     rc=$?
     echo "== $tool exit code $rc" | tee -a "$OUT/sanitizer.log"
