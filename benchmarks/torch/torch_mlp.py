@@ -3,7 +3,7 @@
 
 Measures the same MLPs tinyfuse-bench measures (n -> n x2 -> n, ReLU, no output activation,
 biases as nn.Linear has them) for inference and a full training step (forward, L2 loss, backward,
-Adam), in eager mode and torch.compile, FP32 (true FP32: TF32 off) and FP16 (inference: half
+Adam), in eager mode, torch.compile and (inference) CUDA graphs, FP32 (true FP32: TF32 off) and FP16 (inference: half
 weights; training: autocast AMP with an FP32 master). Timed with CUDA events after warm-up, median
 of many runs, inputs rotated among several buffers so the L2 cache does not hold them.
 
@@ -61,16 +61,36 @@ def make_mlp(width, dtype):
     return torch.nn.Sequential(*layers).cuda().to(dtype)
 
 
-def bench_case(width, batch, precision, mode, compiled, warmup, repeats, n_inputs=4):
+def bench_case(width, batch, precision, mode, variant, warmup, repeats, n_inputs=4):
     torch.manual_seed(0)
     io_dtype = torch.float16 if precision == "fp16" else torch.float32
     model = make_mlp(width, torch.float16 if (precision == "fp16" and mode == "inference") else torch.float32)
     xs = [torch.randn(batch, width, device="cuda", dtype=io_dtype) for _ in range(n_inputs)]
     ys = [torch.randn(batch, width, device="cuda", dtype=torch.float32) for _ in range(n_inputs)]
     i = [0]
-    if mode == "inference":
+    if mode == "inference" and variant == "graph":
+        # One CUDA graph per rotated input: launch overhead gone, the kernels are eager's.
         model.eval()
-        f = torch.compile(model) if compiled else model
+        graphs = []
+        with torch.inference_mode():
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                for x in xs:
+                    model(x)  # warm-up on a side stream, as capture requires
+            torch.cuda.current_stream().wait_stream(side)
+            for x in xs:
+                g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(g):
+                    model(x)
+                graphs.append(g)
+
+        def run():
+            graphs[i[0] % n_inputs].replay()
+            i[0] += 1
+    elif mode == "inference":
+        model.eval()
+        f = torch.compile(model) if variant == "compile" else model
 
         def run():
             with torch.inference_mode():
@@ -88,7 +108,7 @@ def bench_case(width, batch, precision, mode, compiled, warmup, repeats, n_input
             scaler.update()
             opt.zero_grad(set_to_none=True)
 
-        f = torch.compile(step) if compiled else step
+        f = torch.compile(step) if variant == "compile" else step
 
         def run():
             f(xs[i[0] % n_inputs], ys[i[0] % n_inputs])
@@ -104,6 +124,7 @@ def main():
     p.add_argument("--out", default="torch-mlp.json")
     p.add_argument("--quick", action="store_true")
     p.add_argument("--no-compile", action="store_true")
+    p.add_argument("--no-graph", action="store_true", help="skip the CUDA-graph inference variant")
     a = p.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False  # FP32 means FP32
     torch.backends.cudnn.allow_tf32 = False
@@ -113,27 +134,33 @@ def main():
     print(f"ceilings: copy {ceil['copy_bytes_per_s'] / 1e12:.2f} TB/s, fp16 matmul "
           f"{ceil['matmul_flops_per_s']['fp16'] / 1e12:.0f} TFLOP/s, fp32 {ceil['matmul_flops_per_s']['fp32'] / 1e12:.1f}",
           file=sys.stderr)
+    doc = {"tool": "torch_mlp.py", "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+           "torch": torch.__version__, "device": torch.cuda.get_device_name(), "ceilings": ceil, "results": results}
+    variants = ["eager"] + ([] if a.no_compile else ["compile"]) + ([] if a.no_graph else ["graph"])
     for width in [int(w) for w in a.widths.split(",")]:
         for lb in [int(b) for b in a.batches.split(",")]:
             for mode in ("inference", "training"):
                 for precision in ("fp32", "fp16"):
-                    for compiled in ((False,) if a.no_compile else (False, True)):
-                        name = f"torch {'compile' if compiled else 'eager'} {precision} {mode} width {width} batch 2^{lb}"
+                    for variant in variants:
+                        if variant == "graph" and mode == "training":
+                            continue  # graphs of a whole Adam step need capturable optimizers: not measured
+                        name = f"torch {variant} {precision} {mode} width {width} batch 2^{lb}"
                         print(name, file=sys.stderr, flush=True)
                         try:
-                            r = bench_case(width, 1 << lb, precision, mode, compiled, warmup, repeats)
+                            r = bench_case(width, 1 << lb, precision, mode, variant, warmup, repeats)
                         except Exception as e:  # noqa: BLE001 - report and go on
                             r = {"error": str(e)[:300]}
-                        r.update({"framework": "torch", "variant": "compile" if compiled else "eager",
+                        r.update({"framework": "torch", "variant": variant,
                                   "precision": precision, "mode": mode, "width": width, "batch": 1 << lb})
                         results.append(r)
-    doc = {"tool": "torch_mlp.py", "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
-           "torch": torch.__version__, "device": torch.cuda.get_device_name(), "ceilings": ceil, "results": results}
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(a.out)) or ".")
+                        write_json(doc, a.out)  # after every case: a run cut short keeps what it measured
+
+
+def write_json(doc, path):
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)) or ".")
     with os.fdopen(fd, "w") as f:
         json.dump(doc, f, indent=1)
-    os.replace(tmp, a.out)
-
+    os.replace(tmp, path)
 
 if __name__ == "__main__":
     main()

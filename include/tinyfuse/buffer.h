@@ -14,7 +14,8 @@ class Buffer {
   Buffer(Device device, size_t bytes);
   // Scratch memory for work queued on `stream` (forward contexts, temporaries): allocated and
   // freed in stream order from the GPU's caching pool, so it costs no synchronisation. On the
-  // CPU it is ordinary memory.
+  // CPU it is ordinary memory. The stream must outlive the buffer (and so every Context that a
+  // forward() on that stream returned): the buffer is freed on it.
   static Buffer on_stream(Device device, size_t bytes, Stream stream);
   ~Buffer();
   Buffer(Buffer&& other) noexcept;

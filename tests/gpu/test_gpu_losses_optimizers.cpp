@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/half.h"
+#include "testing/gpu_stream.h"
 #include "tinyfuse/tinyfuse.h"
 
 using namespace tinyfuse;
@@ -545,8 +546,7 @@ TEST_F(GpuOptimizerDetails, CompositeIsItsPartsOnSlices) {
 // A whole training step (loss, then every kind of optimizer) queued on a stream under global
 // stream capture: any host synchronisation or synchronous allocation would break the capture.
 TEST_F(GpuOptimizerDetails, LossAndStepsQueueWithoutHostSynchronisation) {
-  cudaStream_t stream;
-  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  const tinyfuse::testing::OwnedStream stream;
   std::vector<std::unique_ptr<Optimizer>> opts;
   std::vector<std::unique_ptr<GpuWeights>> weights;
   for (const OptCase& c : optimizer_cases()) {
@@ -589,7 +589,6 @@ TEST_F(GpuOptimizerDetails, LossAndStepsQueueWithoutHostSynchronisation) {
   EXPECT_EQ(end, cudaSuccess) << cudaGetErrorString(end);
   if (graph) cudaGraphDestroy(graph);
   (void)cudaGetLastError();
-  cudaStreamDestroy(stream);
 }
 
 // The Trainer runs unchanged on the GPU: an EMA optimizer writes the inference params every step,
@@ -598,11 +597,10 @@ TEST_F(GpuOptimizerDetails, TrainerWithEmaOnAStream) {
   json cfg = {{"loss", {{"otype", "RelativeL2"}}},
               {"optimizer", {{"otype", "EMA"}, {"decay", 0.9}, {"nested", {{"otype", "Adam"}, {"learning_rate", 1e-2}}}}},
               {"network", {{"otype", "PortableMLP"}, {"n_neurons", 64}, {"n_hidden_layers", 1}, {"activation", "ReLU"}}}};
+  const tinyfuse::testing::OwnedStream stream;  // outlives the model, which frees memory ordered on it
   Model gpu = create_from_config(8, 4, cfg, {Device::CUDA}, 7);
   Model cpu = create_from_config(8, 4, cfg, {Device::CPU}, 7);
   ASSERT_EQ(gpu.trainer->params_host(), cpu.trainer->params_host());
-  cudaStream_t stream;
-  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
   const int64_t batch = 512;
   Pcg32 rng(2);
   std::vector<float> x(batch * 8), y(batch * 4);
@@ -628,7 +626,6 @@ TEST_F(GpuOptimizerDetails, TrainerWithEmaOnAStream) {
   for (auto& v : p) v *= 0.5f;
   gpu.trainer->set_params_host(p);
   EXPECT_EQ(gpu.trainer->params_host(), p);
-  cudaStreamDestroy(stream);
 }
 
 }  // namespace

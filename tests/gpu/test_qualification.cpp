@@ -12,6 +12,7 @@
 #include <numeric>
 
 #include "core/half.h"
+#include "testing/gpu_stream.h"
 #include "tinyfuse/tinyfuse.h"
 
 using namespace tinyfuse;
@@ -185,9 +186,7 @@ TEST_P(Qualification, TwoStreamsHotSwapAndGradientModes) {
   const uint32_t W = m1.net->padded_output_width();
   std::vector<float> x(batch * c.in);
   for (auto& v : x) v = rng.next_float() * 2 - 1;
-  cudaStream_t s1, s2;
-  ASSERT_EQ(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking), cudaSuccess);
-  ASSERT_EQ(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking), cudaSuccess);
+  const tinyfuse::testing::OwnedStream s1, s2;  // outlive the buffers and the context below
   Buffer xin(Device::CUDA, x.size() * dtype_size(t)), o1(Device::CUDA, batch * W * dtype_size(t)), o2(Device::CUDA, batch * W * dtype_size(t));
   TensorView x1 = xin.matrix(t, batch, c.in, s1), x2 = xin.matrix(t, batch, c.in, s2);
   copy_tensor(x1, TensorView::matrix(x.data(), batch, c.in));
@@ -233,8 +232,6 @@ TEST_P(Qualification, TwoStreamsHotSwapAndGradientModes) {
   EXPECT_EQ(to_host(g), twice);
   m1.net->backward(*ctx, x1, v1, dyv, nullptr, false, GradientMode::Overwrite);
   EXPECT_EQ(to_host(g), once);
-  cudaStreamDestroy(s1);
-  cudaStreamDestroy(s2);
 }
 
 INSTANTIATE_TEST_SUITE_P(GpuNetworks, Qualification, ::testing::ValuesIn(kCases), [](const auto& info) {
