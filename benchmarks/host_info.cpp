@@ -2,6 +2,7 @@
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <thread>
@@ -74,6 +75,15 @@ Timestamp now_utc() {
 }
 
 std::optional<GitState> read_git_state() {
+  // Programs built on one machine and run on another (scripts/gpu/qualify.sh) are told the commit
+  // they were built from; the tree they run in may be a copy with other history.
+  if (const char* built = std::getenv("TINYFUSE_BUILD_COMMIT"); built && *built) {
+    std::string c = built;
+    GitState s;
+    s.dirty = c.find(" (with uncommitted changes)") != std::string::npos;
+    s.commit = c.substr(0, c.find(' '));
+    return s;
+  }
   std::vector<std::string> dirs;
 #ifdef TINYFUSE_SOURCE_DIR
   dirs.push_back(TINYFUSE_SOURCE_DIR);

@@ -11,6 +11,7 @@
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
+export TINYFUSE_BUILD_COMMIT="$(tr '\n' ' ' < .devcarry/commit)"  # what the programs were built from
 export LD_LIBRARY_PATH="$PWD/.devcarry/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 bin=.devcarry/bin
 steps=("${@:-all}")

@@ -1,6 +1,7 @@
 #include "cuda/blaslt_plan.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <atomic>
 #include <cstring>
 #include <memory>
@@ -20,6 +21,40 @@ namespace {
 // batches are where it pays). Taken per product from the stream-ordered pool, so it is shared
 // by nothing and costs no synchronisation.
 constexpr uint64_t kMaxWorkspaceBytes = 32ull << 20;
+
+// Tuning knobs read once from the environment, for measuring cuBLASLt's choices on a device
+// (benchmarks/results say which settings were measured); the defaults are the library's own.
+//   TINYFUSE_BLASLT_ALGO_RANK   use the heuristic's n-th ranked algorithm (0 = its first choice)
+//   TINYFUSE_BLASLT_ALIGN_CAP   largest pointer alignment (bytes) the heuristic is told about
+//   TINYFUSE_BLASLT_WORKSPACE_MB  most workspace an algorithm may ask for
+struct Tuning {
+  int algo_rank = 0;
+  uint32_t align_cap = 256;
+  uint64_t workspace_bytes = kMaxWorkspaceBytes;
+};
+
+const Tuning& tuning() {
+  static const Tuning t = [] {
+    Tuning r;
+    auto read = [](const char* name, long lo, long hi, long fallback) {
+      const char* v = std::getenv(name);
+      if (!v || !*v) return fallback;
+      char* end = nullptr;
+      const long x = std::strtol(v, &end, 10);
+      if (*end != '\0' || x < lo || x > hi)
+        throw ConfigError(name, v, "environment tuning knob out of range",
+                          std::to_string(lo) + " .. " + std::to_string(hi));
+      return x;
+    };
+    r.algo_rank = static_cast<int>(read("TINYFUSE_BLASLT_ALGO_RANK", 0, 7, 0));
+    r.align_cap = static_cast<uint32_t>(read("TINYFUSE_BLASLT_ALIGN_CAP", 2, 256, 256));
+    if (r.align_cap & (r.align_cap - 1))
+      throw ConfigError("TINYFUSE_BLASLT_ALIGN_CAP", std::to_string(r.align_cap), "must be a power of two", "2, 4, ..., 256");
+    r.workspace_bytes = static_cast<uint64_t>(read("TINYFUSE_BLASLT_WORKSPACE_MB", 0, 1024, kMaxWorkspaceBytes >> 20)) << 20;
+    return r;
+  }();
+  return t;
+}
 // Fused bias epilogues are used only with a bias this aligned (bytes). The heuristic is told
 // the bias pointer, but the library's bias loads are vectorised and a less aligned bias has
 // been reported to fail at launch on some versions: the unfused path is always correct.
@@ -133,7 +168,7 @@ void build_plan(Plan& plan, const PlanKey& key, const void* bias) {
     gpublasLtMatmulPreference_t p;
     ~PrefGuard() { (void)gpublasLtMatmulPreferenceDestroy(p); }
   } guard{pref};
-  const uint64_t workspace = kMaxWorkspaceBytes;
+  const uint64_t workspace = tuning().workspace_bytes;
   TF_BLASLT_CHECK(gpublasLtMatmulPreferenceSetAttribute(pref, GPUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof(workspace)));
 #if TF_GPUBLASLT_HAS_ALIGNMENT_PREFS
   TF_BLASLT_CHECK(gpublasLtMatmulPreferenceSetAttribute(pref, GPUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &key.align_a, sizeof(uint32_t)));
@@ -141,10 +176,12 @@ void build_plan(Plan& plan, const PlanKey& key, const void* bias) {
   TF_BLASLT_CHECK(gpublasLtMatmulPreferenceSetAttribute(pref, GPUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &key.align_d, sizeof(uint32_t)));
   TF_BLASLT_CHECK(gpublasLtMatmulPreferenceSetAttribute(pref, GPUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &key.align_d, sizeof(uint32_t)));
 #endif
-  gpublasLtMatmulHeuristicResult_t result{};
+  gpublasLtMatmulHeuristicResult_t results[8]{};
   int count = 0;
   const gpublasStatus_t status = gpublasLtMatmulAlgoGetHeuristic(key.handle, plan.desc, plan.layout_a, plan.layout_b,
-                                                                 plan.layout_d, plan.layout_d, pref, 1, &result, &count);
+                                                                 plan.layout_d, plan.layout_d, pref, tuning().algo_rank + 1,
+                                                                 results, &count);
+  const gpublasLtMatmulHeuristicResult_t& result = results[std::max(0, std::min(count, tuning().algo_rank + 1) - 1)];
   // NOT_SUPPORTED: no heuristic for this configuration at all, the same as no algorithm.
   if (status != GPUBLAS_STATUS_SUCCESS && status != GPUBLAS_STATUS_NOT_SUPPORTED)
     gpu::throw_blaslt_error(status, "gpublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__);
@@ -205,7 +242,7 @@ std::string describe(const PlanKey& k) {
 
 uint32_t blaslt_alignment(const void* p, int64_t ld, DType dtype) {
   const uint64_t ld_bytes = static_cast<uint64_t>(std::max<int64_t>(ld, 0)) * dtype_size(dtype);
-  const uint64_t a = reinterpret_cast<uintptr_t>(p) | ld_bytes | 256u;
+  const uint64_t a = reinterpret_cast<uintptr_t>(p) | ld_bytes | tuning().align_cap;
   return static_cast<uint32_t>(a & (~a + 1));
 }
 
