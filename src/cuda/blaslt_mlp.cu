@@ -410,8 +410,11 @@ class BlasLtMlp final : public MlpBase {
       mm.lda = l.in;
       mm.b = x;
       mm.ldb = ldx;
-      mm.d = z[li];
-      mm.ldd = l.out;
+      // The output layer without an activation writes straight into the caller's output: no
+      // extra pass over it (its z is not needed by backward, whose derivative for None is 1).
+      const bool direct_out = last && output && act == Activation::None;
+      mm.d = direct_out ? static_cast<T*>(output->data) : z[li];
+      mm.ldd = direct_out ? output->strides[0] : l.out;
       mm.epilogue = !last && act == Activation::ReLU ? BlasLtEpilogue::ReluBias : BlasLtEpilogue::Bias;
       mm.bias = bias;
       const int64_t w = l.out;
@@ -420,7 +423,7 @@ class BlasLtMlp final : public MlpBase {
         // The bias broadcast into D, then D = W x + 1 * D: the sum is rounded to T once, exactly
         // as the fused epilogue rounds it (adding the bias to an already rounded product would
         // round twice, which in FP16 moves values near 0 to the other side of a ReLU).
-        launch_bias_activation(batch, w, bias, 0, nullptr, z[li], w, nullptr, 0, Activation::None, s);
+        launch_bias_activation(batch, w, bias, 0, nullptr, static_cast<T*>(mm.d), mm.ldd, nullptr, 0, Activation::None, s);
         mm.epilogue = BlasLtEpilogue::None;
         mm.bias = nullptr;
         mm.beta = 1.0f;
@@ -436,8 +439,8 @@ class BlasLtMlp final : public MlpBase {
         }
         x = y[li];
         ldx = w;
-      } else if (output) {
-        // Output layer: z stays in scratch / the context; the output gets act(z).
+      } else if (output && !direct_out) {
+        // Output layer with an activation: z stays in scratch / the context; the output gets act(z).
         launch_bias_activation(batch, w, z[li], w, nullptr, nullptr, 0, static_cast<T*>(output->data),
                                output->strides[0], act, s);
       }

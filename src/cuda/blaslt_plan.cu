@@ -27,7 +27,9 @@ constexpr uint64_t kMaxWorkspaceBytes = 32ull << 20;
 //   TINYFUSE_BLASLT_ALGO_RANK   use the heuristic's n-th ranked algorithm (0 = its first choice)
 //   TINYFUSE_BLASLT_ALIGN_CAP   largest pointer alignment (bytes) the heuristic is told about
 //   TINYFUSE_BLASLT_WORKSPACE_MB  most workspace an algorithm may ask for
+//   TINYFUSE_BLASLT_UNFUSED     1: no fused bias epilogues (the callers' separate bias/activation pass)
 struct Tuning {
+  bool unfused = false;
   int algo_rank = 0;
   uint32_t align_cap = 256;
   uint64_t workspace_bytes = kMaxWorkspaceBytes;
@@ -50,6 +52,7 @@ const Tuning& tuning() {
     r.align_cap = static_cast<uint32_t>(read("TINYFUSE_BLASLT_ALIGN_CAP", 2, 256, 256));
     if (r.align_cap & (r.align_cap - 1))
       throw ConfigError("TINYFUSE_BLASLT_ALIGN_CAP", std::to_string(r.align_cap), "must be a power of two", "2, 4, ..., 256");
+    r.unfused = read("TINYFUSE_BLASLT_UNFUSED", 0, 1, 0) == 1;
     r.workspace_bytes = static_cast<uint64_t>(read("TINYFUSE_BLASLT_WORKSPACE_MB", 0, 1024, kMaxWorkspaceBytes >> 20)) << 20;
     return r;
   }();
@@ -249,7 +252,7 @@ uint32_t blaslt_alignment(const void* p, int64_t ld, DType dtype) {
 bool run_blaslt_matmul(const BlasLtMatmul& mm, gpuStream_t stream) {
   if (mm.m <= 0 || mm.n <= 0) return true;  // nothing to write
   const bool fused = mm.epilogue != BlasLtEpilogue::None;
-  if (fused && (reinterpret_cast<uintptr_t>(mm.bias) % kBiasAlignment) != 0) return false;
+  if (fused && ((reinterpret_cast<uintptr_t>(mm.bias) % kBiasAlignment) != 0 || tuning().unfused)) return false;
   if (mm.k <= 0) {
     // An empty sum: the library's behaviour is not documented for k = 0, and no layer has it.
     throw UnsupportedError("BLAS-Lt matmul with an empty inner dimension (k = 0)");
