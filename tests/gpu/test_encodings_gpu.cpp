@@ -431,7 +431,7 @@ class NwieGpu : public ::testing::TestWithParam<const char*> {
 // other with the same parameters: the composition adds no conversion and loses nothing.
 TEST_P(NwieGpu, EqualsItsPartsRunInTurn) {
   const std::string otype = GetParam();
-  const uint32_t n_in = 3, n_out = 5;
+  const uint32_t n_in = 3, n_out = 8;  // widths cuBLASLt runs in FP16 (multiples of 8)
   auto probe = gpu_network_or_skip(otype, 16, n_out);
   if (!probe) GTEST_SKIP() << otype << " has no CUDA implementation in this build";
   auto nwie = create_network_with_input_encoding(n_in, n_out, kFrequency, net_config(otype), kGpu);
@@ -493,7 +493,7 @@ TEST_P(NwieGpu, EqualsItsPartsRunInTurn) {
 TEST_P(NwieGpu, Fp32MatchesCpuReference) {
   const std::string otype = GetParam();
   if (otype != "PortableMLP" && otype != "BlasLtMLP") GTEST_SKIP() << otype << " computes in FP16: see EqualsItsPartsRunInTurn";
-  const uint32_t n_in = 3, n_out = 5;
+  const uint32_t n_in = 3, n_out = 8;  // widths cuBLASLt runs in FP16 (multiples of 8)
   auto gpu = create_network_with_input_encoding(n_in, n_out, kFrequency, net_config(otype), kGpu);
   auto cpu = create_network_with_input_encoding(n_in, n_out, kFrequency, net_config("PortableMLP"), kF64);
   ASSERT_EQ(gpu->n_params(), cpu->n_params());
@@ -531,12 +531,12 @@ INSTANTIATE_TEST_SUITE_P(Networks, NwieGpu, ::testing::ValuesIn(kNetworks), [](c
 // a whole model built from the config reads F32 coordinates and writes F16 outputs.
 TEST_F(EncodingsGpu, NwieSetsTheEncodingsOutputDtypeFromTheNetwork) {
   auto enc = std::shared_ptr<Encoding>(create_encoding(kFrequency, 2, kGpu));
-  auto net = std::shared_ptr<Network>(create_network(net_config("BlasLtMLPFP16"), enc->padded_output_width(), 3, kGpu));
+  auto net = std::shared_ptr<Network>(create_network(net_config("BlasLtMLPFP16"), enc->padded_output_width(), 8, kGpu));
   ASSERT_EQ(enc->output_dtype(), DType::F32);
   auto nwie = make_network_with_input_encoding(enc, net);
   EXPECT_EQ(enc->output_dtype(), DType::F16);
   EXPECT_EQ(nwie->input_dtype(), DType::F32);
-  Model m = create_from_config(2, 3,
+  Model m = create_from_config(2, 8,
                                {{"loss", {{"otype", "L2"}}},
                                 {"optimizer", {{"otype", "Adam"}}},
                                 {"encoding", kFrequency},

@@ -2,7 +2,8 @@
 // column slice of the composite's output in place (strided views, the composite's dtype), and in
 // backward reads its slice of dL_doutput the same way: no copies. Sum / Product: the parts write
 // F32 scratch blocks that one kernel reduces into the output (Product's backward needs them
-// again: they stay in the context). Input gradients: a part whose dims no other part reads writes
+// again: they stay in the context); in backward each part of an F32 Sum reads dL_doutput itself,
+// other cases get their F32 dL/d(part) from one kernel. Input gradients: a part whose dims no other part reads writes
 // its columns of dL_dinput in place; parts sharing dims add theirs in (so shared dims get the sum,
 // as on the CPU), and dims read by no part are 0.
 #include "cuda/encodings/composite.h"
@@ -227,7 +228,8 @@ class GpuCompositeEncoding final : public GpuEncoding {
     const bool reduced = reduction_ != ReductionType::Concatenation;
     const uint32_t width = padded_output_width();
     Buffer d_part, d_in;  // reductions: a part's dL/d(its output); shared dims: a part's input gradients
-    if (reduced) d_part = Buffer::on_stream(Device::CUDA, static_cast<size_t>(batch) * width * sizeof(float), s);
+    if (reduced && !(reduction_ == ReductionType::Sum && output_dtype() == DType::F32))
+      d_part = Buffer::on_stream(Device::CUDA, static_cast<size_t>(batch) * width * sizeof(float), s);
     if (dL_dinput) d_in = Buffer::on_stream(Device::CUDA, static_cast<size_t>(batch) * max_shared_dims_ * sizeof(float), s);
 
     uint32_t column = 0;
@@ -244,8 +246,12 @@ class GpuCompositeEncoding final : public GpuEncoding {
         d_out = on_stream(dL_doutput.cols_slice(part_column, pw), s);
         if (output.data) out = on_stream(output.cols_slice(part_column, pw), s);
       } else {
-        if (batch > 0) launch_part_gradient(dL_doutput, *ctx, i, batch, static_cast<float*>(d_part.data()), stream);
-        d_out = TensorView::matrix(static_cast<float*>(d_part.data()), batch, width, Device::CUDA, s).cols_slice(0, pw);
+        if (reduction_ == ReductionType::Sum && output_dtype() == DType::F32) {
+          d_out = on_stream(dL_doutput.cols_slice(0, pw), s);  // every part of a sum gets dL_doutput itself
+        } else {
+          if (batch > 0) launch_part_gradient(dL_doutput, *ctx, i, batch, static_cast<float*>(d_part.data()), stream);
+          d_out = TensorView::matrix(static_cast<float*>(d_part.data()), batch, width, Device::CUDA, s).cols_slice(0, pw);
+        }
         out = part_block(*ctx, i, batch, s).cols_slice(0, pw);
       }
       TensorView d_input;
