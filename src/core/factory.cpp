@@ -12,6 +12,7 @@
 #include "cpu/optimizers/optimizers.h"
 #ifdef TINYFUSE_WITH_CUDA
 #include "cuda/backend.h"
+#include "cuda/encodings/make_encoding.h"
 #endif
 
 namespace tinyfuse {
@@ -57,6 +58,9 @@ std::unique_ptr<Network> create_network(const json& config, uint32_t n_input_dim
 }
 
 std::unique_ptr<Encoding> create_encoding(const json& config, uint32_t n_input_dims, const BuildOptions& options) {
+#ifdef TINYFUSE_WITH_CUDA
+  if (options.device == Device::CUDA) return cuda::make_encoding(config, "encoding", n_input_dims);
+#endif
   if (options.device != Device::CPU) {
     read_otype(config.is_object() && !config.contains("otype") ? json{{"otype", "OneBlob"}} : config, "encoding",
                cpu::encoding_otypes());

@@ -18,9 +18,19 @@ class NetworkWithInputEncoding final : public DifferentiableObject {
     if (encoding_->device() != network_->device())
       throw UnsupportedError("NetworkWithInputEncoding: encoding on " + to_string(encoding_->device()) +
                              " but network on " + to_string(network_->device()) + "; build both for one device");
+    // The encoding writes the network's input buffer directly, in the network's dtype (no
+    // conversion pass); encodings that cannot write that dtype say so here.
+    if (encoding_->output_dtype() != network_->input_dtype()) encoding_->set_output_dtype(network_->input_dtype());
     if (encoding_->output_dtype() != network_->input_dtype())
       throw UnsupportedError("NetworkWithInputEncoding: encoding writes " + to_string(encoding_->output_dtype()) +
                              " but network reads " + to_string(network_->input_dtype()));
+    // One parameter buffer of the network's dtype holds both parts' parameters.
+    if (encoding_->n_params() > 0 && encoding_->param_dtype() != network_->param_dtype())
+      throw UnsupportedError("NetworkWithInputEncoding: " + encoding_->name() + " keeps " +
+                             to_string(encoding_->param_dtype()) + " parameters but " + network_->name() + " keeps " +
+                             to_string(network_->param_dtype()) +
+                             " ones, and both share one parameter buffer; pick a network of " +
+                             to_string(encoding_->param_dtype()) + " parameters");
     if (encoding_->padded_output_width() != network_->input_width())
       throw ShapeError("NetworkWithInputEncoding: encoding's padded output width " +
                        std::to_string(encoding_->padded_output_width()) + " differs from network input width " +

@@ -5,6 +5,7 @@
 #include "tinyfuse/buffer.h"
 #include "core/half.h"
 #include "cuda/gpu_runtime.h"
+#include "cuda/common.cuh"  // __half, HIP-aware
 
 namespace tinyfuse {
 
@@ -116,8 +117,61 @@ void fill(const TensorView& t, double value) {
 
 void synchronize_stream(Stream s) { TF_GPU_CHECK(gpuStreamSynchronize(as_stream(s))); }
 
+// Partial sums for sum(): block b adds elements b*256+thread, stepping by the whole grid, then
+// halves its 256 sums in a fixed tree; one double per block comes back. The order depends on the
+// size only, so a sum is the same on every run.
+constexpr int kSumBlocks = 256, kSumThreads = 256;
+
+template <typename T>
+__device__ double load_double(const T* p, int64_t i) {
+  return static_cast<double>(p[i]);
+}
+template <>
+__device__ double load_double<__half>(const __half* p, int64_t i) {
+  return static_cast<double>(__half2float(p[i]));
+}
+
+template <typename T>
+__global__ void partial_sums_kernel(const T* data, int64_t rows, int64_t cols, int64_t row_stride, double* partial) {
+  __shared__ double sums[kSumThreads];
+  double acc = 0;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * kSumThreads + threadIdx.x; i < rows * cols;
+       i += static_cast<int64_t>(kSumBlocks) * kSumThreads)
+    acc += load_double(data, (i / cols) * row_stride + i % cols);
+  sums[threadIdx.x] = acc;
+  __syncthreads();
+  for (int half = kSumThreads / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) sums[threadIdx.x] += sums[threadIdx.x + half];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) partial[blockIdx.x] = sums[0];
+}
+
+template <typename T>
+double device_sum(const TensorView& t) {
+  double* partial = static_cast<double*>(alloc_async(kSumBlocks * sizeof(double), t.stream));
+  partial_sums_kernel<T><<<kSumBlocks, kSumThreads, 0, as_stream(t.stream)>>>(
+      static_cast<const T*>(t.data), t.rows(), t.cols(), t.ndim == 2 ? t.strides[0] : t.cols(), partial);
+  gpuError_t launched = gpuGetLastError();
+  double host[kSumBlocks];
+  if (launched == gpuSuccess) launched = gpuMemcpyAsync(host, partial, sizeof(host), gpuMemcpyDefault, as_stream(t.stream));
+  release_async(partial, t.stream);
+  TF_GPU_CHECK(launched);
+  TF_GPU_CHECK(gpuStreamSynchronize(as_stream(t.stream)));
+  double s = 0;
+  for (double v : host) s += v;
+  return s;
+}
+
 double sum(const TensorView& t) {
-  // Used for reporting (losses), not in hot paths: read back and add on the host in order.
+  // Losses are read every training step: add on the device (in double, in a fixed order) and
+  // bring back only the block sums, so reading a loss costs no transfer of the whole batch.
+  if (t.numel() == 0) return 0.0;
+  if (t.rows_dense()) {
+    if (t.dtype == DType::F32) return device_sum<float>(t);
+    if (t.dtype == DType::F64) return device_sum<double>(t);
+    if (t.dtype == DType::F16) return device_sum<__half>(t);
+  }
   std::vector<char> host(static_cast<size_t>(t.numel()) * dtype_size(t.dtype));
   copy_to_host_dense(t, host.data());
   TensorView h = t;

@@ -763,3 +763,15 @@ TEST(OneBlobEncoding, TcnnSampleConfigTrains) {
 }
 
 }  // namespace
+
+// CPU encodings write their compute dtype only; asking for another is a clear UnsupportedError.
+TEST(Encodings, CpuOutputDtypeIsTheComputeDtype) {
+  auto e = create_encoding({{"otype", "Frequency"}}, 2);
+  EXPECT_NO_THROW(e->set_output_dtype(DType::F32));
+  try {
+    e->set_output_dtype(DType::F16);
+    FAIL() << "F16 accepted by a CPU encoding";
+  } catch (const UnsupportedError& err) {
+    EXPECT_NE(std::string(err.what()).find("f32"), std::string::npos) << err.what();
+  }
+}

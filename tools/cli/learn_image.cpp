@@ -7,10 +7,14 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <thread>
 
 #include "args.h"
+#ifdef TINYFUSE_WITH_CUDA
+#include "gpu_sampler.h"
+#endif
 #include "core/atomic_file.h"
 #include "default_config.h"
 #include "image.h"
@@ -30,7 +34,8 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr uint64_t kDefaultSteps = 1000;  // about 40 s on 2 CPU cores with the default config
-constexpr uint64_t kDefaultBatch = uint64_t(1) << 13;
+constexpr uint64_t kDefaultBatchCpu = uint64_t(1) << 13;
+constexpr uint64_t kDefaultBatchCuda = uint64_t(1) << 18;  // what a GPU needs to be busy
 constexpr uint64_t kMaxBatch = uint64_t(1) << 22;
 constexpr uint64_t kDefaultSeed = 1337;
 constexpr uint64_t kSamplingStream = 0x6c6561726eULL;  // batch positions: a stream of their own
@@ -51,7 +56,6 @@ Settings read_settings(const Options& o) {
   s.resume_path = o.get("resume", "");
   if (s.out_dir.empty()) throw UsageError("option '--out' needs a directory");
   s.steps = o.get_uint("steps", kDefaultSteps, 1, 1000000);
-  s.batch = o.get_uint("batch", kDefaultBatch, 1, kMaxBatch);
   s.seed = o.get_uint("seed", kDefaultSeed, 0, UINT64_MAX);
   s.save_every = o.get_uint("save-every", 0, 0, UINT64_MAX);
   s.quiet = o.has("quiet");
@@ -59,6 +63,7 @@ Settings read_settings(const Options& o) {
   if (device == "cpu") s.device = Device::CPU;
   else if (device == "cuda") s.device = Device::CUDA;
   else throw UsageError("option '--device' takes cpu or cuda, got '" + device + "'");
+  s.batch = o.get_uint("batch", s.device == Device::CUDA ? kDefaultBatchCuda : kDefaultBatchCpu, 1, kMaxBatch);
   return s;
 }
 
@@ -97,13 +102,51 @@ struct TrainResult {
   bool diverged = false;
 };
 
+// Where each step's batch comes from: drawn on the host and uploaded (CPU), or drawn by a kernel
+// from the picture uploaded once (CUDA). Both draw the same positions for a seed.
+class BatchSource {
+ public:
+  BatchSource(const Image& target, const DifferentiableObject& net, int64_t batch, uint64_t seed)
+      : target_(target), batch_(batch), rng_(seed, kSamplingStream) {
+#ifdef TINYFUSE_WITH_CUDA
+    if (net.device() == Device::CUDA) {
+      gpu_ = std::make_unique<GpuImageSampler>(target, batch, net.input_dtype(), seed, kSamplingStream);
+      return;
+    }
+#endif
+    positions_ = std::make_unique<StagedMatrix>(batch, 2, net.input_dtype(), net.device());
+    colours_ = std::make_unique<StagedMatrix>(batch, 3, DType::F32, net.device());
+  }
+
+  void next(TensorView& positions, TensorView& colours) {
+#ifdef TINYFUSE_WITH_CUDA
+    if (gpu_) {
+      gpu_->next(positions, colours);
+      return;
+    }
+#endif
+    float* xy = positions_->host();
+    for (int64_t i = 0; i < 2 * batch_; ++i) xy[i] = rng_.next_float();
+    sample_bilinear(target_, xy, batch_, colours_->host());
+    positions = positions_->upload(batch_);
+    colours = colours_->upload(batch_);
+  }
+
+ private:
+  const Image& target_;
+  int64_t batch_;
+  Pcg32 rng_;
+  std::unique_ptr<StagedMatrix> positions_, colours_;
+#ifdef TINYFUSE_WITH_CUDA
+  std::unique_ptr<GpuImageSampler> gpu_;
+#endif
+};
+
 TrainResult train(Model& model, const Image& target, const Settings& s, const fs::path& out) {
   DifferentiableObject& net = *model.network;
   const int64_t batch = static_cast<int64_t>(s.batch);
-  StagedMatrix positions(batch, 2, net.input_dtype(), net.device());
-  StagedMatrix colours(batch, 3, DType::F32, net.device());
   // A resumed run draws new batches: the sampling seed moves on with the optimizer step count.
-  Pcg32 rng(s.seed + model.trainer->optimizer().step_count(), kSamplingStream);
+  BatchSource batches(target, net, batch, s.seed + model.trainer->optimizer().step_count());
   Progress progress(s.steps, s.batch, Progress::choose_mode(s.quiet));
   if (s.save_every) make_output_directory(out / "snapshots");
 
@@ -111,10 +154,9 @@ TrainResult train(Model& model, const Image& target, const Settings& s, const fs
   r.losses.reserve(static_cast<size_t>(s.steps));
   for (uint64_t step = 1; step <= s.steps; ++step) {
     const auto t0 = std::chrono::steady_clock::now();
-    float* xy = positions.host();
-    for (int64_t i = 0; i < 2 * batch; ++i) xy[i] = rng.next_float();
-    sample_bilinear(target, xy, batch, colours.host());
-    const float loss = model.trainer->training_step(positions.upload(batch), colours.upload(batch));
+    TensorView positions, colours;
+    batches.next(positions, colours);
+    const float loss = model.trainer->training_step(positions, colours);
     r.seconds += seconds_since(t0);
     r.losses.push_back(loss);
     progress.update(step, loss, r.seconds);
@@ -197,7 +239,9 @@ const char* learn_image_usage() {
       "  --image FILE     target picture, PNG/JPEG/BMP/TGA (default: a built-in 256x256 test\n"
       "                   pattern, also written to OUT/target.png)\n"
       "  --steps N        training steps (default " + std::to_string(kDefaultSteps) + ")\n"
-      "  --batch N        positions per step (default " + std::to_string(kDefaultBatch) + ")\n"
+      "  --batch N        positions per step (default " + std::to_string(kDefaultBatchCpu) + " on cpu, " +
+      std::to_string(kDefaultBatchCuda) + " on cuda, where\n"
+      "                   the batches are drawn on the GPU)\n"
       "  --device D       cpu or cuda (default cpu)\n"
       "  --out DIR        output directory (default ./" + kDefaultOut + "), created if missing\n"
       "  --seed S         seed of the initial parameters and of the batches (default " + std::to_string(kDefaultSeed) + ")\n"

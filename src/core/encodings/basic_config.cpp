@@ -14,6 +14,14 @@ uint32_t read_n_frequencies(const ConfigReader& r, uint32_t fallback) {
   return r.get_uint("n_frequencies", fallback, 1, 64);
 }
 
+IdentitySpec parse_identity_config(const json& config, const std::string& path) {
+  ConfigReader r(config, path, {"scale", "offset"});
+  IdentitySpec s;
+  s.scale = static_cast<float>(r.get_number("scale", 1.0, -1e30, 1e30));
+  s.offset = static_cast<float>(r.get_number("offset", 0.0, -1e30, 1e30));
+  return s;
+}
+
 FrequencySpec parse_frequency_config(const json& config, const std::string& path) {
   ConfigReader r(config, path, {"n_frequencies"});
   FrequencySpec s;

@@ -1,4 +1,4 @@
-// Reading the configs of the parameter-free one-value-at-a-time encodings (Frequency,
+// Reading the configs of the parameter-free one-value-at-a-time encodings (Identity, Frequency,
 // TriangleWave, OneBlob, SphericalHarmonics, Empty) into device-neutral specs, with tiny-cuda-nn's
 // keys and defaults. Every rule is checked here once so all backends accept the same configs.
 #pragma once
@@ -10,6 +10,10 @@
 #include "tinyfuse/object.h"
 
 namespace tinyfuse {
+
+struct IdentitySpec {
+  float scale = 1.0f, offset = 0.0f;  // out = in * scale + offset
+};
 
 struct FrequencySpec {
   uint32_t n_frequencies = 12;  // output width: 2 * n_frequencies per input dim
@@ -29,6 +33,7 @@ struct SphericalHarmonicsSpec {
 
 // `path` names the config in errors ("encoding", "encoding.nested[1]"); `n_input_dims` is what
 // the encoding is built for.
+IdentitySpec parse_identity_config(const json& config, const std::string& path);
 FrequencySpec parse_frequency_config(const json& config, const std::string& path);
 TriangleWaveSpec parse_triangle_wave_config(const json& config, const std::string& path);
 OneBlobSpec parse_oneblob_config(const json& config, const std::string& path);

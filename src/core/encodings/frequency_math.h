@@ -1,7 +1,9 @@
 // tiny-cuda-nn's Frequency encoding (NeRF's positional encoding), one input value at a time.
 // Input value x gives 2 * n_frequencies features, pairs per octave k = 0 .. n_frequencies-1:
 //   sin(2^k pi x), cos(2^k pi x)
-// (sine first). Shared by the CPU backend and, later, GPU kernels.
+// (sine first). Shared by the CPU backend and the GPU kernels.
+// `out` and `dL_dout` are pointers or anything indexed like them (the GPU kernels pass
+// accessors that convert to and from half precision).
 #pragma once
 
 #include <cmath>
@@ -17,8 +19,8 @@ TF_HOST_DEVICE inline T frequency_pi() {
 }
 
 // Writes the 2 * n_frequencies features of x to out[0 .. 2 * n_frequencies).
-template <typename T>
-TF_HOST_DEVICE inline void frequency_encode(uint32_t n_frequencies, T x, T* out) {
+template <typename T, typename Out>
+TF_HOST_DEVICE inline void frequency_encode(uint32_t n_frequencies, T x, Out out) {
   using std::cos;
   using std::ldexp;
   using std::sin;
@@ -30,8 +32,8 @@ TF_HOST_DEVICE inline void frequency_encode(uint32_t n_frequencies, T x, T* out)
 }
 
 // dL/dx given dL/d(features) of frequency_encode.
-template <typename T>
-TF_HOST_DEVICE inline T frequency_backward(uint32_t n_frequencies, T x, const T* dL_dout) {
+template <typename T, typename In>
+TF_HOST_DEVICE inline T frequency_backward(uint32_t n_frequencies, T x, In dL_dout) {
   using std::cos;
   using std::ldexp;
   using std::sin;

@@ -7,6 +7,8 @@
 //   pdf(t) = n_bins * 15/16 * max(1 - u^2, 0)^2
 //   cdf(t) = clamp(15/16 * u * (1 - 2/3 u^2 + 1/5 u^4) + 1/2, 0, 1)
 // feature k = C((k+1)/n) - C(k/n) with C(b) = sum over s in {-1, 0, 1} of cdf(b - x + s).
+// `out` and `dL_dout` are pointers or anything indexed like them (the GPU kernels pass
+// accessors that convert to and from half precision).
 #pragma once
 
 #include <cstdint>
@@ -45,8 +47,8 @@ TF_HOST_DEVICE inline T oneblob_wrapped_pdf(T b, T x, T inv_radius) {
 }
 
 // Writes the n_bins features of x to out[0 .. n_bins).
-template <typename T>
-TF_HOST_DEVICE inline void oneblob_encode(uint32_t n_bins, T x, T* out) {
+template <typename T, typename Out>
+TF_HOST_DEVICE inline void oneblob_encode(uint32_t n_bins, T x, Out out) {
   const T n = T(n_bins);
   T left = oneblob_wrapped_cdf(T(0), x, n);
   for (uint32_t k = 0; k < n_bins; ++k) {
@@ -57,8 +59,8 @@ TF_HOST_DEVICE inline void oneblob_encode(uint32_t n_bins, T x, T* out) {
 }
 
 // dL/dx given dL/d(features): d feature_k / dx = pdf(k/n - x) - pdf((k+1)/n - x) (wrapped).
-template <typename T>
-TF_HOST_DEVICE inline T oneblob_backward(uint32_t n_bins, T x, const T* dL_dout) {
+template <typename T, typename In>
+TF_HOST_DEVICE inline T oneblob_backward(uint32_t n_bins, T x, In dL_dout) {
   const T n = T(n_bins);
   T left = oneblob_wrapped_pdf(T(0), x, n);
   T result = T(0);

@@ -11,6 +11,8 @@
 // the unit sphere give the same polynomial's values as in tiny-cuda-nn (Y_1^-1 = -0.4886 y,
 // Y_2^0 = 0.9462 z^2 - 0.3154, ...). The encoding maps its inputs from [0, 1] to [-1, 1]
 // (x = 2u - 1) before calling these; that mapping lives with the caller.
+// `out` and `dL_dout` are pointers or anything indexed like them (the GPU kernels pass
+// accessors that convert to and from half precision).
 #pragma once
 
 #include <cmath>
@@ -58,8 +60,8 @@ TF_HOST_DEVICE inline void sh_azimuthal_parts(uint32_t degree, T x, T y, T (&re)
 }
 
 // Writes the degree^2 features of direction (x, y, z) to out. degree in [1, kMaxShDegree].
-template <typename T>
-TF_HOST_DEVICE inline void sh_encode(uint32_t degree, T x, T y, T z, T* out) {
+template <typename T, typename Out>
+TF_HOST_DEVICE inline void sh_encode(uint32_t degree, T x, T y, T z, Out out) {
   T q[kMaxShDegree][kMaxShDegree], re[kMaxShDegree], im[kMaxShDegree];
   sh_legendre_parts(degree, z, q);
   sh_azimuthal_parts(degree, x, y, re, im);
@@ -75,8 +77,8 @@ TF_HOST_DEVICE inline void sh_encode(uint32_t degree, T x, T y, T z, T* out) {
 }
 
 // Accumulates dL/d(x, y, z) into grad[0..3) given dL/d(features) of sh_encode.
-template <typename T>
-TF_HOST_DEVICE inline void sh_backward(uint32_t degree, T x, T y, T z, const T* dL_dout, T* grad) {
+template <typename T, typename In>
+TF_HOST_DEVICE inline void sh_backward(uint32_t degree, T x, T y, T z, In dL_dout, T* grad) {
   T q[kMaxShDegree][kMaxShDegree], re[kMaxShDegree], im[kMaxShDegree];
   sh_legendre_parts(degree, z, q);
   sh_azimuthal_parts(degree, x, y, re, im);

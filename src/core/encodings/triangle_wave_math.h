@@ -3,6 +3,8 @@
 // with period 2^(1-k) and a phase shift of k/4 periods:
 //   v = 2^(k-1) x + k/4,  feature = 4 |frac(v) - 1/2| - 1
 // Its derivative is -2^(k+1) on the falling half (frac(v) < 1/2) and +2^(k+1) on the rising one.
+// `out` and `dL_dout` are pointers or anything indexed like them (the GPU kernels pass
+// accessors that convert to and from half precision).
 #pragma once
 
 #include <cmath>
@@ -19,8 +21,8 @@ TF_HOST_DEVICE inline T triangle_wave_phase(T x, uint32_t k) {
 }
 
 // Writes the n_frequencies features of x to out[0 .. n_frequencies).
-template <typename T>
-TF_HOST_DEVICE inline void triangle_wave_encode(uint32_t n_frequencies, T x, T* out) {
+template <typename T, typename Out>
+TF_HOST_DEVICE inline void triangle_wave_encode(uint32_t n_frequencies, T x, Out out) {
   using std::abs;
   using std::floor;
   for (uint32_t k = 0; k < n_frequencies; ++k) {
@@ -30,8 +32,8 @@ TF_HOST_DEVICE inline void triangle_wave_encode(uint32_t n_frequencies, T x, T* 
 }
 
 // dL/dx given dL/d(features) of triangle_wave_encode.
-template <typename T>
-TF_HOST_DEVICE inline T triangle_wave_backward(uint32_t n_frequencies, T x, const T* dL_dout) {
+template <typename T, typename In>
+TF_HOST_DEVICE inline T triangle_wave_backward(uint32_t n_frequencies, T x, In dL_dout) {
   using std::floor;
   using std::ldexp;
   T result = T(0);

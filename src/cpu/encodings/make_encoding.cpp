@@ -1,6 +1,7 @@
 #include "cpu/encodings/make_encoding.h"
 
 #include "core/config_reader.h"
+#include "core/encodings/basic_config.h"
 #include "cpu/encodings/grid.h"
 #include "cpu/encodings/identity.h"
 #include "cpu/encodings/composite.h"
@@ -26,11 +27,9 @@ std::unique_ptr<Encoding> make_encoding(const json& config, const std::string& p
   const std::string otype = read_otype(c, path, encoding_otypes());
   if (n_input_dims == 0) throw ConfigError(path + ".n_input_dims", "0", "an encoding needs at least one input", ">= 1");
   if (otype == "Identity") {
-    ConfigReader r(c, path, {"scale", "offset"});
-    const float scale = static_cast<float>(r.get_number("scale", 1.0, -1e30, 1e30));
-    const float offset = static_cast<float>(r.get_number("offset", 0.0, -1e30, 1e30));
-    json hp = {{"otype", otype}, {"scale", scale}, {"offset", offset}};
-    return make_identity_encoding<T>(n_input_dims, scale, offset, hp);
+    const IdentitySpec spec = parse_identity_config(c, path);
+    json hp = {{"otype", otype}, {"scale", spec.scale}, {"offset", spec.offset}};
+    return make_identity_encoding<T>(n_input_dims, spec.scale, spec.offset, hp);
   }
   if (otype == "Grid" || otype == "HashGrid" || otype == "DenseGrid" || otype == "TiledGrid")
     return make_grid_encoding<T>(parse_grid_config(c, path, n_input_dims));

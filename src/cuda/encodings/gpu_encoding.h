@@ -1,0 +1,46 @@
+// What every CUDA encoding shares: FP32 inputs on the device; features written as F32 or F16
+// (set_output_dtype) into any row-strided view, so that a network's input buffer or a Composite's
+// column slice is written in place; tiny-cuda-nn's finer padding control (as the CPU backend's
+// CpuEncoding, so a Composite lays its parts out the same way); and the checks of the views.
+#pragma once
+
+#include <cstdint>
+
+#include "tinyfuse/encoding.h"
+
+namespace tinyfuse::cuda {
+
+class GpuEncoding : public Encoding {
+ public:
+  Device device() const override { return Device::CUDA; }
+  DType input_dtype() const override { return DType::F32; }
+  DType output_dtype() const override { return output_dtype_; }
+  // Parameter-free encodings report F32 (the Trainer's default); encodings with parameters say theirs.
+  DType param_dtype() const override { return DType::F32; }
+
+  // F32 or F16.
+  void set_output_dtype(DType dtype) override;
+  // Pads to exactly `width` >= output_width() (tiny-cuda-nn's set_padded_output_width).
+  virtual void set_padded_output_width(uint32_t width) = 0;
+  // Where this encoding's output may start inside a concatenation (tiny-cuda-nn's
+  // required_output_alignment).
+  virtual uint32_t required_output_alignment() const { return 1; }
+  void set_alignment(uint32_t alignment) override;
+
+ protected:
+  // input: (any, input_width()) F32 on CUDA, features adjacent (rows may be further apart).
+  void check_input(const TensorView& input) const;
+  // output or dL_doutput: (batch, padded_output_width()) of output_dtype() on CUDA, features adjacent.
+  void check_features(const TensorView& t, const char* what, int64_t batch) const;
+  // dL_dinput: (batch, input_width()) F32 on CUDA, features adjacent.
+  void check_input_gradient(const TensorView& t, int64_t batch) const;
+
+ private:
+  DType output_dtype_ = DType::F32;
+};
+
+// required_output_alignment() of any CUDA encoding: GpuEncodings say it; for others it is their
+// "n_features_per_level" hyperparameter if they have one (grids), else 1.
+uint32_t required_output_alignment(const Encoding& encoding);
+
+}  // namespace tinyfuse::cuda

@@ -1,0 +1,29 @@
+// OneBlob on CUDA: core/encodings/oneblob_math.h in float, one thread per input value.
+#include "core/encodings/oneblob_math.h"
+#include "cuda/encodings/basic.h"
+#include "cuda/encodings/rowwise.cuh"
+
+namespace tinyfuse::cuda {
+
+namespace {
+
+struct OneBlobOp {
+  uint32_t n_bins;
+  template <typename Out>
+  __device__ void encode(const float* x, Out out) const {
+    oneblob_encode(n_bins, x[0], out);
+  }
+  template <typename In>
+  __device__ void backward(const float* x, In dL_dout, float* dx) const {
+    dx[0] = oneblob_backward(n_bins, x[0], dL_dout);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<GpuEncoding> make_oneblob_encoding(const OneBlobSpec& spec, uint32_t n_dims) {
+  return std::make_unique<RowwiseGpuEncoding<OneBlobOp>>("OneBlob", OneBlobOp{spec.n_bins}, n_dims, 1, spec.n_bins, false,
+                                                         json{{"otype", "OneBlob"}, {"n_bins", spec.n_bins}});
+}
+
+}  // namespace tinyfuse::cuda

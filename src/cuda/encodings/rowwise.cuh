@@ -1,0 +1,154 @@
+// Base of the parameter-free CUDA encodings that map each input row on its own (Identity,
+// Frequency, TriangleWave, OneBlob, SphericalHarmonics, Empty). An Op encodes one group of
+// `group_inputs` adjacent input dims (1, or 3 for SphericalHarmonics) into `group_outputs`
+// adjacent features with the shared math; this class runs it with one thread per (row, group),
+// writes the padding (ones, after the features or, for SphericalHarmonics, before them) and
+// handles dtypes, strides and checks. Input gradients need no forward state, so forward() keeps
+// none. Op provides, in float:
+//   template <class Out> __device__ void encode(const float* x, Out out) const;
+//   template <class In> __device__ void backward(const float* x, In dL_dout, float* dx) const;
+// (backward writes all group_inputs entries of dx, which start at 0).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <type_traits>
+
+#include "cuda/common.cuh"
+#include "cuda/encodings/feature_access.cuh"
+#include "cuda/encodings/gpu_encoding.h"
+#include "tinyfuse/buffer.h"
+
+namespace tinyfuse::cuda {
+
+constexpr uint32_t kMaxGroupInputs = 3;
+
+// Thread i: row i / per_row, group i % per_row; the extra group n_groups (when there is padding)
+// writes the row's padding.
+template <typename Op, typename T>
+__global__ void rowwise_encode_kernel(Op op, int64_t batch, uint32_t n_groups, uint32_t group_in, uint32_t group_out,
+                                      const float* __restrict__ x, int64_t ldx, T* __restrict__ y, int64_t ldy,
+                                      uint32_t first_feature, uint32_t pad_begin, uint32_t n_pad) {
+  const uint32_t per_row = n_groups + (n_pad > 0 ? 1u : 0u);
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= batch * per_row) return;
+  const int64_t row = i / per_row;
+  const uint32_t g = static_cast<uint32_t>(i % per_row);
+  T* y_row = y + row * ldy;
+  if (g < n_groups) {
+    op.encode(x + row * ldx + g * group_in, FeatureWriter<T>{y_row + first_feature + g * group_out});
+  } else {
+    for (uint32_t j = 0; j < n_pad; ++j) y_row[pad_begin + j] = from_float<T>(1.0f);
+  }
+}
+
+template <typename Op, typename T>
+__global__ void rowwise_backward_kernel(Op op, int64_t batch, uint32_t n_groups, uint32_t group_in, uint32_t group_out,
+                                        const float* __restrict__ x, int64_t ldx, const T* __restrict__ g, int64_t ldg,
+                                        uint32_t first_feature, float* __restrict__ dx, int64_t lddx) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= batch * n_groups) return;
+  const int64_t row = i / n_groups;
+  const uint32_t group = static_cast<uint32_t>(i % n_groups);
+  float d[kMaxGroupInputs] = {0.0f, 0.0f, 0.0f};
+  op.backward(x + row * ldx + group * group_in, FeatureReader<T>{g + row * ldg + first_feature + group * group_out}, d);
+  for (uint32_t k = 0; k < group_in; ++k) dx[row * lddx + group * group_in + k] = d[k];
+}
+
+template <typename Op>
+class RowwiseGpuEncoding final : public GpuEncoding {
+ public:
+  // The n_inputs dims are encoded in groups of group_inputs (none when group_outputs is 0).
+  RowwiseGpuEncoding(std::string name, Op op, uint32_t n_inputs, uint32_t group_inputs, uint32_t group_outputs,
+                     bool pad_in_front, json hyperparams)
+      : name_(std::move(name)),
+        op_(op),
+        n_in_(n_inputs),
+        n_groups_(group_outputs == 0 ? 0 : n_inputs / group_inputs),
+        group_in_(group_inputs),
+        group_out_(group_outputs),
+        pad_in_front_(pad_in_front),
+        hyperparams_(std::move(hyperparams)) {}
+
+  uint32_t input_width() const override { return n_in_; }
+  uint32_t output_width() const override { return n_groups_ * group_out_; }
+  uint32_t padded_output_width() const override { return output_width() + n_pad_; }
+  size_t n_params() const override { return 0; }
+  std::vector<ParamSegment> param_segments() const override { return {}; }
+  void set_params(const TensorView&, const TensorView&, const TensorView&) override {}
+  void initialize_params(Pcg32&, float*, float) override {}
+  json hyperparams() const override { return hyperparams_; }
+  std::string name() const override { return name_; }
+
+  void set_padded_output_width(uint32_t width) override {
+    if (width < output_width())
+      throw ShapeError(name_ + ": padded output width " + std::to_string(width) + " is below its output width " +
+                       std::to_string(output_width()));
+    n_pad_ = width - output_width();
+  }
+
+  void inference(const TensorView& input, const TensorView& output) override {
+    check_input(input);
+    encode(input, output);
+  }
+
+  std::unique_ptr<Context> forward(const TensorView& input, const TensorView* output, bool, bool) override {
+    check_input(input);
+    if (output) encode(input, *output);
+    return std::make_unique<Context>();
+  }
+
+  void backward(const Context&, const TensorView& input, const TensorView&, const TensorView& dL_doutput,
+                const TensorView* dL_dinput, bool, GradientMode) override {
+    if (!dL_dinput) return;  // no parameters: only input gradients to compute
+    check_input(input);
+    const int64_t batch = input.rows();
+    check_features(dL_doutput, "dL_doutput", batch);
+    check_input_gradient(*dL_dinput, batch);
+    if (batch == 0) return;
+    const gpuStream_t stream = stream_of(input);
+    if (n_groups_ == 0) {  // nothing encoded: every input gradient is 0
+      TensorView zero = *dL_dinput;
+      zero.stream = input.stream;
+      if (input_width() > 0) fill_tensor(zero, 0.0);
+      return;
+    }
+    const uint32_t first = pad_in_front_ ? n_pad_ : 0;
+    auto launch = [&](auto* g) {
+      using T = std::remove_const_t<std::remove_pointer_t<decltype(g)>>;
+      rowwise_backward_kernel<Op, T><<<blocks_for(batch * n_groups_), kThreadsPerBlock, 0, stream>>>(
+          op_, batch, n_groups_, group_in_, group_out_, input.ptr<float>(), input.strides[0], g, dL_doutput.strides[0],
+          first, dL_dinput->ptr<float>(), dL_dinput->strides[0]);
+      TF_GPU_CHECK_LAUNCH("encoding backward");
+    };
+    if (output_dtype() == DType::F16) launch(static_cast<const __half*>(dL_doutput.data));
+    else launch(static_cast<const float*>(dL_doutput.data));
+  }
+
+ private:
+  void encode(const TensorView& input, const TensorView& output) const {
+    const int64_t batch = input.rows();
+    check_features(output, "output", batch);
+    const uint32_t per_row = n_groups_ + (n_pad_ > 0 ? 1u : 0u);
+    if (batch == 0 || per_row == 0) return;
+    const uint32_t first = pad_in_front_ ? n_pad_ : 0, pad_begin = pad_in_front_ ? 0 : output_width();
+    const gpuStream_t stream = stream_of(input);
+    auto launch = [&](auto* y) {
+      using T = std::remove_pointer_t<decltype(y)>;
+      rowwise_encode_kernel<Op, T><<<blocks_for(batch * per_row), kThreadsPerBlock, 0, stream>>>(
+          op_, batch, n_groups_, group_in_, group_out_, input.ptr<float>(), input.strides[0], y, output.strides[0], first,
+          pad_begin, n_pad_);
+      TF_GPU_CHECK_LAUNCH("encoding forward");
+    };
+    if (output_dtype() == DType::F16) launch(static_cast<__half*>(output.data));
+    else launch(static_cast<float*>(output.data));
+  }
+
+  std::string name_;
+  Op op_;
+  uint32_t n_in_, n_groups_, group_in_, group_out_, n_pad_ = 0;
+  bool pad_in_front_;
+  json hyperparams_;
+};
+
+}  // namespace tinyfuse::cuda
