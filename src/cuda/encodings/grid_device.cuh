@@ -48,6 +48,19 @@ struct Matrix {
   }
 };
 
+// Thread i of a (record, level) launch, level fastest. 32-bit division while i fits (a 64-bit
+// one costs many more instructions).
+__device__ __forceinline__ void record_and_level(int64_t i, uint32_t n_levels, int64_t& record, uint32_t& level) {
+  if (i < (int64_t(1) << 32)) {
+    const uint32_t r = static_cast<uint32_t>(i) / n_levels;
+    record = r;
+    level = static_cast<uint32_t>(i) - r * n_levels;
+  } else {
+    record = i / n_levels;
+    level = static_cast<uint32_t>(i - record * n_levels);
+  }
+}
+
 template <uint32_t D>
 struct Cell {
   uint32_t vertex[D];

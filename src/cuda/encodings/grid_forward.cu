@@ -11,8 +11,9 @@ __global__ void forward_kernel(Launch g, int64_t batch, const T* __restrict__ pa
                                const float* __restrict__ x, int64_t ldx, Matrix out, uint32_t n_out, uint32_t padded) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= batch * g.n_levels) return;
-  const int64_t b = i / g.n_levels;
-  const uint32_t l = static_cast<uint32_t>(i - b * g.n_levels);
+  int64_t b;
+  uint32_t l;
+  record_and_level(i, g.n_levels, b, l);
   const LevelInfo L = g.levels[l];
   const Cell<D> c = locate<D>(x, ldx, b, L.scale, g.interpolation);
 

@@ -73,8 +73,9 @@ __global__ void contribution_kernel(Launch g, int64_t batch, const float* __rest
                                     const float* __restrict__ dir, int64_t ldv, Sink sink) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= batch * g.n_levels) return;
-  const int64_t b = i / g.n_levels;
-  const uint32_t l = static_cast<uint32_t>(i - b * g.n_levels);
+  int64_t b;
+  uint32_t l;
+  record_and_level(i, g.n_levels, b, l);
   const LevelInfo L = g.levels[l];
   const Cell<D> c = locate<D>(x, ldx, b, L.scale, g.interpolation);
   const double to_fixed = Deterministic ? sink.to_fixed[l] : 0.0;
@@ -129,8 +130,9 @@ __global__ void bound_kernel(uint32_t n_levels, int64_t batch, Matrix dy, const 
   __syncthreads();
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < batch * n_levels) {
-    const int64_t b = i / n_levels;
-    const uint32_t l = static_cast<uint32_t>(i - b * n_levels);
+    int64_t b;
+    uint32_t l;
+    record_and_level(i, n_levels, b, l);
     unsigned bits = 0;
 #pragma unroll
     for (uint32_t f = 0; f < F; ++f) bits = max(bits, __float_as_uint(fabsf(dy.load(b, l * F + f))));
