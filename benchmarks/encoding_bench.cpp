@@ -1,6 +1,9 @@
 #include "encoding_bench.h"
 
 #include <exception>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
 
 #include "tinyfuse/buffer.h"
 #include "tinyfuse/factory.h"
@@ -69,6 +72,52 @@ std::vector<EncodingResult> run_encoding_benchmarks(Device device, const TimingP
     for (bool backward : {false, true})
       for (int64_t batch : batches) out.push_back(run_case(device, dims, backward, batch, plan));
   return out;
+}
+
+TorchGridRun load_torch_grid_run(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot open --grid-compare file '" + path + "'");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  json doc;
+  try {
+    doc = json::parse(ss.str());
+  } catch (const std::exception& e) {
+    throw std::runtime_error("--grid-compare file '" + path + "' is not valid JSON: " + e.what());
+  }
+  if (!doc.is_object() || !doc.contains("results") || !doc["results"].is_array())
+    throw std::runtime_error("--grid-compare file '" + path + "' has no \"results\" array (torch_hashgrid.py writes one)");
+  TorchGridRun run;
+  run.source = path;
+  if (doc.contains("ceilings") && doc["ceilings"].is_object() && doc["ceilings"].contains("copy_bytes_per_s") &&
+      doc["ceilings"]["copy_bytes_per_s"].is_number())
+    run.copy_bytes_per_s = doc["ceilings"]["copy_bytes_per_s"].get<double>();
+  for (const json& r : doc["results"]) {
+    if (!r.is_object()) continue;
+    TorchGridRun::Figure f;
+    f.variant = r.value("variant", "");
+    f.encoding = r.value("encoding", "");
+    f.mode = r.value("mode", "");
+    f.batch = r.value("batch", int64_t(0));
+    f.samples_per_s = r.contains("samples_per_s") && r["samples_per_s"].is_number() ? r["samples_per_s"].get<double>() : 0;
+    run.results.push_back(f);
+  }
+  return run;
+}
+
+GridComparison compare_grid(const EncodingResult& r, const TorchGridRun* torch, double copy_bytes_per_s) {
+  GridComparison c;
+  if (!r.ok) return c;
+  const double sps = r.samples_per_second();
+  if (copy_bytes_per_s > 0 && r.bytes_per_sample > 0)
+    c.percent_of_copy_limit = 100.0 * sps / (copy_bytes_per_s / r.bytes_per_sample);
+  if (!torch) return c;
+  for (const auto& f : torch->results) {
+    if (f.encoding != r.name || f.mode != r.mode || f.batch != r.batch || f.samples_per_s <= 0) continue;
+    if (f.variant == "eager") c.eager = f.samples_per_s, c.x_eager = sps / f.samples_per_s;
+    if (f.variant == "compile") c.compile = f.samples_per_s, c.x_compile = sps / f.samples_per_s;
+  }
+  return c;
 }
 
 }  // namespace tinyfuse::bench

@@ -26,7 +26,8 @@ namespace {
 const char* kUsage =
     "usage: tinyfuse-bench [--device cpu|cuda] [--networks A,B] [--widths 64,128] [--batches 14,16]\n"
     "                      [--out FILE.json] [--repeats N] [--warmup N] [--quick]\n"
-    "                      [--ceilings TORCH.json] [--compare TORCH.json] [--queue-runs] [--help]\n"
+    "                      [--ceilings TORCH.json] [--compare TORCH.json] [--queue-runs]\n"
+    "                      [--grid-compare TORCH_GRID.json] [--skip-mlp] [--help]\n"
     "\n"
     "Throughput of the n->n x2->n ReLU MLP, inference and training (L2 loss, Adam).\n"
     "cpu: PortableMLP and CutlassMLP against the FP32 sgemm rate of the same BLAS, measured in the same run.\n"
@@ -48,6 +49,9 @@ const char* kUsage =
     "                    batch, mode and precision, and the ratio tinyfuse / PyTorch\n"
     "  --queue-runs      cuda: queue the timed runs back to back instead of waiting for each one\n"
     "                    (each still has its own event pair)\n"
+    "  --grid-compare F  cuda: torch_hashgrid.py's JSON; adds PyTorch eager / compile samples/s of the same\n"
+    "                    HashGrid rows and the ratios, and its copy bandwidth (when --ceilings gives none)\n"
+    "  --skip-mlp        run only the encoding rows\n"
     "  --help, -h        this text\n";
 
 struct UsageError {
@@ -59,10 +63,11 @@ struct Options {
   std::optional<std::vector<int>> batch_log2;
   std::optional<std::vector<int>> widths;
   std::optional<std::vector<std::string>> networks;
-  std::string out, ceilings, compare;
+  std::string out, ceilings, compare, grid_compare;
   std::optional<int> repeats, warmup;
   bool quick = false;
   bool queue_runs = false;
+  bool skip_mlp = false;
   bool help = false;
 };
 
@@ -100,7 +105,8 @@ std::vector<int> parse_int_list(const std::string& flag, const std::string& text
 
 Options parse_args(int argc, char** argv) {
   static const std::vector<std::string> known = {"device", "networks", "widths", "batches", "out", "repeats", "warmup",
-                                                 "quick", "ceilings", "compare", "queue-runs", "help"};
+                                                 "quick", "ceilings", "compare", "queue-runs", "help",
+                                                 "grid-compare", "skip-mlp"};
   Options o;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -116,9 +122,9 @@ Options parse_args(int argc, char** argv) {
       name = name.substr(0, eq);
       has_value = true;
     }
-    if (name == "quick" || name == "queue-runs") {
+    if (name == "quick" || name == "queue-runs" || name == "skip-mlp") {
       if (has_value) throw UsageError{"--" + name + " takes no value"};
-      (name == "quick" ? o.quick : o.queue_runs) = true;
+      (name == "quick" ? o.quick : name == "queue-runs" ? o.queue_runs : o.skip_mlp) = true;
       continue;
     }
     bool is_known = false;
@@ -145,6 +151,9 @@ Options parse_args(int argc, char** argv) {
     } else if (name == "out") {
       if (value.empty()) throw UsageError{"--out needs a file name"};
       o.out = value;
+    } else if (name == "grid-compare") {
+      if (value.empty()) throw UsageError{"--grid-compare needs a file name"};
+      o.grid_compare = value;
     } else if (name == "ceilings" || name == "compare") {
       if (value.empty()) throw UsageError{"--" + name + " needs a file name"};
       (name == "ceilings" ? o.ceilings : o.compare) = value;
@@ -158,6 +167,7 @@ Options parse_args(int argc, char** argv) {
     if (!o.ceilings.empty()) throw UsageError{"--ceilings is for --device cuda (the CPU run measures its own sgemm peak)"};
     if (!o.compare.empty()) throw UsageError{"--compare is for --device cuda (the PyTorch figures are GPU figures)"};
     if (o.queue_runs) throw UsageError{"--queue-runs is for --device cuda"};
+    if (!o.grid_compare.empty()) throw UsageError{"--grid-compare is for --device cuda"};
   }
   return o;
 }
@@ -287,7 +297,7 @@ int run(const Options& o) {
   }
 
   std::vector<tb::MlpCase> cases;
-  for (const auto& net : r.networks)
+  for (const auto& net : o.skip_mlp ? std::vector<std::string>{} : r.networks)
     for (uint32_t width : r.widths)
       for (tb::Mode mode : {tb::Mode::Inference, tb::Mode::Training})
         for (int64_t batch : r.batches) cases.push_back({net, mode, batch, width});
@@ -312,25 +322,50 @@ int run(const Options& o) {
     r.results.push_back(std::move(res));
   }
 
-  // The grid encodings (CPU: the GPU encodings arrive with their own issue).
+  // The grid encodings.
   std::vector<tb::EncodingResult> encodings;
-  if (!gpu) {
-    std::cerr << "[encodings] HashGrid 2D / 3D, 16 levels x 2 features, forward and forward+backward ...\n";
-    encodings = tb::run_encoding_benchmarks(device, r.plan, r.batches);
-    for (const auto& e : encodings) all_ok = all_ok && e.ok;
+  std::optional<tb::TorchGridRun> torch_grid;
+  if (!o.grid_compare.empty()) {
+    try {
+      torch_grid = tb::load_torch_grid_run(o.grid_compare);
+    } catch (const std::exception& e) {
+      std::cerr << "tinyfuse-bench: " << e.what() << '\n';
+      return 1;
+    }
   }
+  std::cerr << "[encodings] HashGrid 2D / 3D, 16 levels x 2 features, forward and forward+backward ...\n";
+#ifdef TINYFUSE_BENCH_CUDA
+  if (gpu)
+    encodings = tb::run_gpu_encoding_benchmarks(r.plan, r.batches);
+  else
+#endif
+    encodings = tb::run_encoding_benchmarks(device, r.plan, r.batches);
+  for (const auto& e : encodings) all_ok = all_ok && e.ok;
+  const double copy_bw = r.ceilings ? r.ceilings->copy_bytes_per_s : torch_grid ? torch_grid->copy_bytes_per_s : 0;
 
   tb::print_report(std::cout, r);
   if (!encodings.empty()) {
-    std::cout << "\nencoding              mode               batch      samples/s (median)   params\n";
+    std::cout << "\nencoding      mode               backward       batch      samples/s (median)   params     "
+                 "% copy limit  x eager  x compile\n";
     for (const auto& e : encodings) {
-      char line[200];
-      if (e.ok)
-        std::snprintf(line, sizeof line, "%-21s %-18s %-10lld %18s   %zu\n", e.name.c_str(), e.mode.c_str(),
-                      static_cast<long long>(e.batch), tb::si(e.samples_per_second()).c_str(), e.n_params);
-      else
-        std::snprintf(line, sizeof line, "%-21s %-18s %-10lld failed: %.100s\n", e.name.c_str(), e.mode.c_str(),
-                      static_cast<long long>(e.batch), e.error.c_str());
+      char line[300];
+      if (e.ok) {
+        const tb::GridComparison c = tb::compare_grid(e, torch_grid ? &*torch_grid : nullptr, copy_bw);
+        auto num = [](const std::optional<double>& v, const char* fmt) {
+          char b[32];
+          if (!v) return std::string("-");
+          std::snprintf(b, sizeof b, fmt, *v);
+          return std::string(b);
+        };
+        std::snprintf(line, sizeof line, "%-13s %-18s %-14s %-10lld %18s   %-10zu %12s  %7s  %9s\n", e.name.c_str(),
+                      e.mode.c_str(), e.backward_mode.empty() ? "-" : e.backward_mode.c_str(),
+                      static_cast<long long>(e.batch), tb::si(e.samples_per_second()).c_str(), e.n_params,
+                      num(c.percent_of_copy_limit, "%.1f").c_str(), num(c.x_eager, "%.2f").c_str(),
+                      num(c.x_compile, "%.2f").c_str());
+      } else {
+        std::snprintf(line, sizeof line, "%-13s %-18s %-14s %-10lld failed: %.100s\n", e.name.c_str(), e.mode.c_str(),
+                      e.backward_mode.c_str(), static_cast<long long>(e.batch), e.error.c_str());
+      }
       std::cout << line;
     }
   }
@@ -339,11 +374,26 @@ int run(const Options& o) {
     tb::ojson doc = tb::to_json(r);
     if (!encodings.empty()) {
       tb::ojson list = tb::ojson::array();
-      for (const auto& e : encodings)
-        list.push_back({{"encoding", e.name}, {"config", "16 levels x 2 features, log2_hashmap_size 19, base 16, scale 2"},
-                        {"mode", e.mode}, {"batch", e.batch}, {"n_params", e.n_params}, {"ok", e.ok},
-                        {"median_s", e.seconds.median}, {"min_s", e.seconds.min}, {"max_s", e.seconds.max},
-                        {"samples_per_s", e.samples_per_second()}, {"error", e.error}});
+      for (const auto& e : encodings) {
+        tb::ojson rec = {{"encoding", e.name}, {"config", "16 levels x 2 features, log2_hashmap_size 19, base 16, scale 2"},
+                         {"mode", e.mode}, {"batch", e.batch}, {"n_params", e.n_params}, {"ok", e.ok},
+                         {"median_s", e.seconds.median}, {"min_s", e.seconds.min}, {"max_s", e.seconds.max},
+                         {"samples_per_s", e.samples_per_second()}, {"error", e.error}};
+        if (gpu) {
+          const tb::GridComparison c = tb::compare_grid(e, torch_grid ? &*torch_grid : nullptr, copy_bw);
+          auto opt = [](const std::optional<double>& v) { return v ? tb::ojson(*v) : tb::ojson(nullptr); };
+          rec["backward_mode"] = e.backward_mode;
+          rec["param_dtype"] = e.param_dtype;
+          rec["output_dtype"] = e.output_dtype;
+          rec["bytes_per_sample"] = e.bytes_per_sample;
+          rec["copy_bytes_per_s"] = copy_bw > 0 ? tb::ojson(copy_bw) : tb::ojson(nullptr);
+          rec["percent_of_copy_limit"] = opt(c.percent_of_copy_limit);
+          rec["torch"] = {{"eager_samples_per_s", opt(c.eager)}, {"compile_samples_per_s", opt(c.compile)},
+                          {"x_eager", opt(c.x_eager)}, {"x_compile", opt(c.x_compile)},
+                          {"source", o.grid_compare}};
+        }
+        list.push_back(rec);
+      }
       doc["encodings"] = list;
     }
     tb::write_file_atomically(out, doc.dump(2) + "\n");

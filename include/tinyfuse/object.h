@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tinyfuse/common.h"
+#include "tinyfuse/errors.h"
 #include "tinyfuse/random.h"
 #include "tinyfuse/tensor.h"
 
@@ -67,6 +68,22 @@ class DifferentiableObject {
                         const TensorView& dL_doutput, const TensorView* dL_dinput,
                         bool use_inference_params = false,
                         GradientMode param_gradients_mode = GradientMode::Overwrite) = 0;
+
+  // Second derivatives through the input gradients (tiny-cuda-nn's backward_backward_input), for
+  // losses that depend on dL/dinput (an eikonal term, say). backward() computed
+  // dL_dinput = J(input)^T dL_doutput; given dL2/d(dL_dinput) (`dL_ddLdinput`, (batch, input_width)),
+  // this writes or adds (per `param_gradients_mode`) dL2/dparams into the gradient buffer and
+  // writes dL2/d(dL_doutput) into `dL_ddLdoutput` ((batch, padded_output_width); may be null).
+  // `dL_dinput` (dL2/dinput through the Hessian) must be null: no object computes it yet.
+  // Objects without second derivatives throw UnsupportedError; the Grid encodings have them.
+  virtual void backward_backward_input(const Context& /*ctx*/, const TensorView& /*input*/,
+                                       const TensorView& /*dL_ddLdinput*/, const TensorView& /*dL_doutput*/,
+                                       const TensorView* /*dL_ddLdoutput*/, const TensorView* /*dL_dinput*/,
+                                       bool /*use_inference_params*/ = false,
+                                       GradientMode /*param_gradients_mode*/ = GradientMode::Overwrite) {
+    throw UnsupportedError(name() + "::backward_backward_input: no second derivatives for this object; the Grid "
+                           "encodings (HashGrid, DenseGrid, TiledGrid; CPU and CUDA) have them");
+  }
 
   virtual json hyperparams() const = 0;
   virtual std::string name() const = 0;

@@ -277,6 +277,8 @@ TEST(GridConfig, AliasesAndDefaults) {
   EXPECT_EQ(h["interpolation"], "Linear");
   EXPECT_EQ(h["hash"], "CoherentPrime");
   EXPECT_EQ(h["stochastic_interpolation"], false);
+  EXPECT_EQ(h["deterministic"], false);
+  EXPECT_EQ(hp({{"otype", "Grid"}, {"deterministic", true}})["deterministic"], true);
   // Dense grids grow from base_resolution to 256 over their levels: (256 / 16)^(1 / 15).
   EXPECT_NEAR(hp({{"otype", "DenseGrid"}})["per_level_scale"].get<double>(), std::pow(16.0, 1.0 / 15), 1e-6);
   EXPECT_FALSE(hp({{"otype", "DenseGrid"}}).contains("log2_hashmap_size"));
@@ -507,6 +509,144 @@ INSTANTIATE_TEST_SUITE_P(TypesDimsInterpolations, GridGradients,
                            return std::get<0>(info.param) + "_" + std::to_string(std::get<1>(info.param)) + "d_" +
                                   std::get<2>(info.param) + "_batch" + std::to_string(std::get<3>(info.param));
                          });
+
+// ---- Second derivatives (backward_backward_input) by finite differences (FP64) ----
+//
+// L2 = sum(v * dL/dx), dL/dx being backward()'s input gradient for dL/dy = g. dL/dx is linear in
+// the parameters and in g, so central differences of L2 are exact up to rounding.
+
+class GridSecondDerivatives : public ::testing::TestWithParam<std::tuple<std::string, uint32_t, std::string>> {};
+
+TEST_P(GridSecondDerivatives, MatchFiniteDifferences) {
+  const auto& [type, dims, interp] = GetParam();
+  GridCase g;
+  g.type = type, g.dims = dims, g.interp = interp;
+  const uint32_t features[] = {1, 2, 4, 8};
+  g.features = features[(dims + type.size()) % 4];
+  g.levels = 3, g.base = type == "Tiled" ? 3 : 4, g.per_level_scale = 1.8f, g.log2_size = 3 * dims;
+  const int64_t batch = 9;
+  Pcg32 rng(500 * dims + type.size() * 3 + interp.size());
+  auto b = build(g, rng, 16);  // padded to 16 columns: padding columns get no second-order gradient
+  const uint32_t out_w = b.enc->padded_output_width(), real_w = b.enc->output_width();
+  auto x = inputs_inside_cells(g, rng, batch);
+  std::vector<double> dy(batch * out_w), v(batch * dims);
+  for (int64_t i = 0; i < batch; ++i)
+    for (uint32_t j = 0; j < out_w; ++j) dy[i * out_w + j] = j < real_w ? 2 * rng.next_double() - 1 : 0.0;
+  for (auto& e : v) e = 2 * rng.next_double() - 1;
+
+  std::vector<double> dx(batch * dims), scratch(b.grads.size());
+  auto l2 = [&] {
+    auto dxv = mat(dx, batch, dims);
+    auto ctx = b.enc->forward(mat(x, batch, dims), nullptr);
+    b.enc->backward(*ctx, mat(x, batch, dims), mat(dy, batch, out_w), mat(dy, batch, out_w), &dxv, false,
+                    GradientMode::Ignore);
+    double s = 0;
+    for (size_t i = 0; i < dx.size(); ++i) s += v[i] * dx[i];
+    return s;
+  };
+  std::vector<double> d_dy(batch * out_w, NAN);
+  auto d_dyv = mat(d_dy, batch, out_w);
+  std::fill(b.grads.begin(), b.grads.end(), NAN);
+  auto ctx = b.enc->forward(mat(x, batch, dims), nullptr);
+  b.enc->backward_backward_input(*ctx, mat(x, batch, dims), mat(v, batch, dims), mat(dy, batch, out_w), &d_dyv, nullptr,
+                                 false, GradientMode::Overwrite);
+
+  const double h = 1e-3;  // L2 is linear in what is perturbed
+  auto numeric = [&](double& e) {
+    const double saved = e;
+    e = saved + h;
+    const double up = l2();
+    e = saved - h;
+    const double down = l2();
+    e = saved;
+    return (up - down) / (2 * h);
+  };
+  auto error = [](double a, double n) { return std::abs(a - n) / std::max(1.0, std::abs(n)); };
+  double max_dy = 0, max_param = 0, largest = 0;
+  for (int64_t i = 0; i < batch; ++i)
+    for (uint32_t j = 0; j < out_w; ++j) {
+      double& e = dy[i * out_w + j];
+      const double a = d_dy[i * out_w + j];
+      if (j >= real_w) {
+        EXPECT_EQ(a, 0.0) << "padding column " << j;
+        continue;
+      }
+      max_dy = std::max(max_dy, error(a, numeric(e)));
+      largest = std::max(largest, std::abs(a));
+    }
+  std::vector<size_t> touched;
+  for (size_t i = 0; i < b.grads.size(); ++i) {
+    ASSERT_TRUE(std::isfinite(b.grads[i])) << "Overwrite must write every gradient";
+    if (b.grads[i] != 0) touched.push_back(i);
+  }
+  for (int i = 0; i < 32 && !touched.empty(); ++i) {
+    const size_t k = i % 2 ? touched[rng.next_uint() % touched.size()] : rng.next_uint() % b.grads.size();
+    max_param = std::max(max_param, error(b.grads[k], numeric(b.params[k])));
+  }
+  const std::string what = g.config().dump() + " dims " + std::to_string(dims);
+  EXPECT_LT(max_dy, 1e-9) << what;
+  EXPECT_LT(max_param, 1e-9) << what;
+  if (interp == "Nearest") {
+    EXPECT_EQ(largest, 0.0) << "Nearest lookups have no input gradient, so no second-order one";
+    EXPECT_TRUE(touched.empty());
+  } else {
+    EXPECT_GT(largest, 0.0) << what;
+    EXPECT_FALSE(touched.empty()) << what;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(TypesDimsInterpolations, GridSecondDerivatives,
+                         ::testing::Combine(::testing::Values("Hash", "Dense", "Tiled"), ::testing::Values(1u, 2u, 3u, 4u),
+                                            ::testing::Values("Linear", "Smoothstep", "Nearest")),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + "_" + std::to_string(std::get<1>(info.param)) + "d_" +
+                                  std::get<2>(info.param);
+                         });
+
+TEST(GridEncoding, SecondDerivativeModesAndErrors) {
+  Pcg32 rng(31);
+  GridCase g;
+  auto b = build(g, rng);
+  const int64_t batch = 20;
+  auto x = inputs_inside_cells(g, rng, batch);
+  std::vector<double> dy(batch * 6), v(batch * 2), out(batch * 6);
+  for (auto& e : dy) e = 2 * rng.next_double() - 1;
+  for (auto& e : v) e = 2 * rng.next_double() - 1;
+  auto ctx = b.enc->forward(mat(x, batch, 2), nullptr);
+  auto outv = mat(out, batch, 6);
+  auto run = [&](GradientMode m, const TensorView* d_dy = nullptr, const TensorView* d_x = nullptr) {
+    b.enc->backward_backward_input(*ctx, mat(x, batch, 2), mat(v, batch, 2), mat(dy, batch, 6), d_dy, d_x, false, m);
+  };
+  run(GradientMode::Overwrite);
+  const auto once = b.grads;
+  run(GradientMode::Accumulate);
+  for (size_t i = 0; i < once.size(); ++i) EXPECT_NEAR(b.grads[i], 2 * once[i], 1e-12);
+  std::fill(b.grads.begin(), b.grads.end(), 7.0);
+  run(GradientMode::Ignore, &outv);
+  for (double e : b.grads) EXPECT_EQ(e, 7.0);
+  // dL/dinput through the Hessian is not computed: a clear error, not a silent zero.
+  std::vector<double> dx(batch * 2);
+  auto dxv = mat(dx, batch, 2);
+  EXPECT_THROW(run(GradientMode::Ignore, nullptr, &dxv), UnsupportedError);
+  // Wrong shapes name the argument.
+  std::vector<double> wrong(batch * 3);
+  try {
+    b.enc->backward_backward_input(*ctx, mat(x, batch, 2), mat(wrong, batch, 3), mat(dy, batch, 6), nullptr, nullptr,
+                                   false, GradientMode::Overwrite);
+    ADD_FAILURE() << "expected a ShapeError";
+  } catch (const ShapeError& e) {
+    EXPECT_TRUE(contains(e.what(), "dL_ddLdinput")) << e.what();
+  }
+  // Objects without second derivatives say which ones have them.
+  auto freq = create_encoding({{"otype", "Frequency"}}, 2, kF64);
+  auto fctx = freq->forward(mat(x, batch, 2), nullptr);
+  try {
+    freq->backward_backward_input(*fctx, mat(x, batch, 2), mat(v, batch, 2), mat(dy, batch, 6), nullptr, nullptr);
+    ADD_FAILURE() << "expected an UnsupportedError";
+  } catch (const UnsupportedError& e) {
+    EXPECT_TRUE(contains(e.what(), "Grid")) << e.what();
+  }
+}
 
 // ---- Determinism, gradient modes, stochastic interpolation ----
 

@@ -97,7 +97,8 @@ GridSpec parse_grid_config(const json& config, const std::string& path, uint32_t
   const std::string otype = read_otype(config, path, grid_otypes());
   ConfigReader r(config, path,
                  {"type", "n_levels", "n_features", "n_grid_features", "n_features_per_level", "log2_hashmap_size",
-                  "base_resolution", "per_level_scale", "interpolation", "hash", "stochastic_interpolation"});
+                  "base_resolution", "per_level_scale", "interpolation", "hash", "stochastic_interpolation",
+                  "deterministic"});
   if (n_input_dims < 1 || n_input_dims > kGridMaxDims)
     throw ConfigError(path + ".n_input_dims", std::to_string(n_input_dims),
                       "grid encodings encode 1 to 4 input dimensions", "1, 2, 3, 4");
@@ -161,6 +162,7 @@ GridSpec parse_grid_config(const json& config, const std::string& path, uint32_t
                                         : GridHash::BaseConvert;
 
   spec.stochastic_interpolation = r.get_bool("stochastic_interpolation", false);
+  spec.deterministic = r.get_bool("deterministic", false);
 
   resolve_grid_layout(spec, path);
   return spec;
@@ -177,9 +179,36 @@ json grid_hyperparams(const GridSpec& spec) {
       {"interpolation", to_string(spec.interpolation)},
       {"hash", to_string(spec.hash)},
       {"stochastic_interpolation", spec.stochastic_interpolation},
+      {"deterministic", spec.deterministic},
   };
   if (spec.type == GridType::Hash) hp["log2_hashmap_size"] = spec.log2_hashmap_size;
   return hp;
+}
+
+std::vector<ParamSegment> grid_param_segments(const GridSpec& spec) {
+  std::vector<ParamSegment> segs;
+  const size_t F = spec.n_features_per_level;
+  for (uint32_t l = 0; l < spec.n_levels; ++l)
+    segs.push_back({spec.level_offset[l] * F, spec.level_table_size(l) * F, ParamSegment::Kind::Grid, 0, 0});
+  return segs;
+}
+
+void fill_uniform_tcnn_order(Pcg32& rng, size_t n, float* out, float lo, float hi) {
+  const size_t per_thread = 4, block = 128;
+  const size_t launched = next_multiple((n + per_thread - 1) / per_thread, block);
+  const float range = hi - lo;
+  Pcg32 gen = rng;
+  for (size_t i = 0; i < launched; ++i)
+    for (size_t j = 0; j < per_thread; ++j) {
+      const float u = gen.next_float();  // draw 4i + j
+      const size_t idx = i + launched * j;
+      if (idx < n) out[idx] = std::fma(u, range, lo);  // the GPU fuses u * range + lo
+    }
+  for (size_t k = 0; k < n; ++k) rng.next_uint();
+}
+
+void grid_initialize_params(const GridSpec& spec, Pcg32& rng, float* params_host, float scale) {
+  fill_uniform_tcnn_order(rng, spec.n_params(), params_host, -1e-4f * scale, 1e-4f * scale);
 }
 
 }  // namespace tinyfuse

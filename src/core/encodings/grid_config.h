@@ -8,6 +8,7 @@
 
 #include "core/encodings/grid_math.h"
 #include "tinyfuse/object.h"
+#include "tinyfuse/random.h"
 
 namespace tinyfuse {
 
@@ -22,6 +23,9 @@ struct GridSpec {
   uint32_t base_resolution = 16;
   float per_level_scale = 2.0f;
   bool stochastic_interpolation = false;
+  // Parameter gradients summed in an order-independent way (bitwise repeatable on GPUs, where the
+  // fast path adds with float atomics). The CPU backend is deterministic either way.
+  bool deterministic = false;
 
   // Per level: position scale (float, as the kernels use it), vertices per axis, and the first
   // table entry; level_offset has n_levels + 1 items, the last being the total entry count.
@@ -53,5 +57,18 @@ void resolve_grid_layout(GridSpec& spec, const std::string& path);
 
 // tiny-cuda-nn's hyperparams() of a grid: canonical keys, otype "Grid", loadable again.
 json grid_hyperparams(const GridSpec& spec);
+
+// One Grid segment per level, where that level's parameters sit.
+std::vector<ParamSegment> grid_param_segments(const GridSpec& spec);
+
+// tiny-cuda-nn's GPU uniform fill, reproduced on the host: `n` values in [lo, hi) written in the
+// order its generate_random kernel writes them (launched thread i of L = 128 * ceil(ceil(n / 4)
+// / 128) takes draws 4i..4i+3 for elements i, i + L, i + 2L, i + 3L), leaving `rng` advanced by n
+// draws as tiny-cuda-nn leaves it. So a seed gives tiny-cuda-nn's initial grid.
+void fill_uniform_tcnn_order(Pcg32& rng, size_t n, float* out, float lo, float hi);
+
+// tiny-cuda-nn's grid initialisation, for every backend: uniform in +-1e-4 * scale, in its GPU
+// fill order, into a host buffer of spec.n_params() floats.
+void grid_initialize_params(const GridSpec& spec, Pcg32& rng, float* params_host, float scale);
 
 }  // namespace tinyfuse

@@ -198,6 +198,58 @@ TF_HOST_DEVICE inline uint32_t grid_vertex(T floor_p) {
   return static_cast<uint32_t>(static_cast<int32_t>(floor_p));
 }
 
+TF_HOST_DEVICE inline float grid_floor(float p) { return floorf(p); }
+TF_HOST_DEVICE inline double grid_floor(double p) { return floor(p); }
+
+// Where coordinate `x` falls along one axis of a level of position scale `scale`: the vertex
+// below, the interpolation weight `w` of the vertex above (after smoothstep) and dw/d(fraction).
+// Nearest gives the fraction as its weight too; its users take only the vertex below.
+template <typename T>
+TF_HOST_DEVICE inline void grid_locate_axis(T scale, T x, GridInterpolation interpolation, uint32_t& vertex, T& w,
+                                            T& dw) {
+  const T p = grid_position(scale, x);
+  const T fl = grid_floor(p);
+  vertex = grid_vertex(fl);
+  const T frac = p - fl;
+  if (interpolation == GridInterpolation::Smoothstep) {
+    w = grid_smoothstep(frac);
+    dw = grid_smoothstep_derivative(frac);
+  } else {
+    w = frac;
+    dw = T(1);
+  }
+}
+
+// Weight of corner `corner` of a cell (bit d: the vertex above along axis d) given the weights
+// `w` of the upper vertices: the product of w[d] or 1 - w[d] over the axes.
+template <typename T, uint32_t D>
+TF_HOST_DEVICE inline T grid_corner_weight(const T* w, uint32_t corner) {
+  T weight = T(1);
+  for (uint32_t d = 0; d < D; ++d) weight *= ((corner >> d) & 1u) ? w[d] : T(1) - w[d];
+  return weight;
+}
+
+// d(corner weight)/dx[axis]: +-scale * dw[axis] (upper / lower vertex along it) times the
+// weights along the other axes.
+template <typename T, uint32_t D>
+TF_HOST_DEVICE inline T grid_corner_weight_dx(const T* w, const T* dw, T scale, uint32_t corner, uint32_t axis) {
+  T weight = ((corner >> axis) & 1u) ? scale * dw[axis] : -scale * dw[axis];
+  for (uint32_t d = 0; d < D; ++d)
+    if (d != axis) weight *= ((corner >> d) & 1u) ? w[d] : T(1) - w[d];
+  return weight;
+}
+
+// The weight with which corner `corner`'s features enter sum_d v[d] * dy/dx[d]: the directional
+// derivative of the interpolation along `v`. dL/dx = J^T dL/dy is linear in the corner features
+// with these weights for v = e_d, so the second-derivative pass (given v = dL2/d(dL/dx)) sends
+// dL2/dparams = coefficient * dL/dy and dL2/d(dL/dy) = sum over corners of coefficient * features.
+template <typename T, uint32_t D>
+TF_HOST_DEVICE inline T grid_corner_directional_weight(const T* w, const T* dw, T scale, const T* v, uint32_t corner) {
+  T sum = T(0);
+  for (uint32_t d = 0; d < D; ++d) sum += v[d] * grid_corner_weight_dx<T, D>(w, dw, scale, corner, d);
+  return sum;
+}
+
 // Stochastic interpolation's sample for record `i` of a batch of `n` at `level`: the first
 // float of a generator seeded with (1337 << 32) | (i + level * n), uint32 arithmetic.
 TF_HOST_DEVICE inline float grid_stochastic_sample(uint32_t i, uint32_t level, uint32_t n) {

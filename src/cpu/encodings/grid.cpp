@@ -8,20 +8,6 @@
 
 namespace tinyfuse::cpu {
 
-void fill_uniform_tcnn_order(Pcg32& rng, size_t n, float* out, float lo, float hi) {
-  const size_t per_thread = 4, block = 128;
-  const size_t launched = next_multiple((n + per_thread - 1) / per_thread, block);
-  const float range = hi - lo;
-  Pcg32 gen = rng;
-  for (size_t i = 0; i < launched; ++i)
-    for (size_t j = 0; j < per_thread; ++j) {
-      const float u = gen.next_float();  // draw 4i + j
-      const size_t idx = i + launched * j;
-      if (idx < n) out[idx] = std::fma(u, range, lo);  // the GPU fuses u * range + lo
-    }
-  for (size_t k = 0; k < n; ++k) rng.next_uint();
-}
-
 namespace {
 
 constexpr uint32_t kMaxFeatures = 8;
@@ -62,13 +48,7 @@ class GridEncoding final : public Encoding {
     padded_ = next_multiple(n_output_, std::lcm(std::max(alignment, 1u), spec_.n_features_per_level));
   }
 
-  std::vector<ParamSegment> param_segments() const override {
-    std::vector<ParamSegment> segs;
-    const size_t F = spec_.n_features_per_level;
-    for (uint32_t l = 0; l < spec_.n_levels; ++l)
-      segs.push_back({spec_.level_offset[l] * F, spec_.level_table_size(l) * F, ParamSegment::Kind::Grid, 0, 0});
-    return segs;
-  }
+  std::vector<ParamSegment> param_segments() const override { return grid_param_segments(spec_); }
 
   void set_params(const TensorView& params, const TensorView& inference_params, const TensorView& gradients) override {
     auto check = [&](const TensorView& t, const char* what, bool optional) -> T* {
@@ -84,9 +64,8 @@ class GridEncoding final : public Encoding {
     gradients_ = check(gradients, "gradients", true);
   }
 
-  // tiny-cuda-nn's grid initialisation: uniform in +-1e-4 * scale, in its GPU fill order.
   void initialize_params(Pcg32& rng, float* params_host, float scale) override {
-    fill_uniform_tcnn_order(rng, n_params(), params_host, -1e-4f * scale, 1e-4f * scale);
+    grid_initialize_params(spec_, rng, params_host, scale);
   }
 
   void inference(const TensorView& input, const TensorView& output) override {
@@ -126,6 +105,36 @@ class GridEncoding final : public Encoding {
     if (dL_dinput) input_gradients(input, dL_doutput, *dL_dinput, use_inference_params ? inference_params_ : params_);
   }
 
+  void backward_backward_input(const Context& base_ctx, const TensorView& input, const TensorView& dL_ddLdinput,
+                               const TensorView& dL_doutput, const TensorView* dL_ddLdoutput,
+                               const TensorView* dL_dinput, bool use_inference_params, GradientMode mode) override {
+    const auto* ctx = dynamic_cast<const GridContext*>(&base_ctx);
+    if (!ctx) throw Error(name() + "::backward_backward_input: context does not come from this encoding's forward()");
+    check_io(input, nullptr);
+    const int64_t batch = input.rows();
+    if (ctx->batch != batch)
+      throw ShapeError(name() + "::backward_backward_input: input batch " + std::to_string(batch) +
+                       " differs from the forward() that made the context (" + std::to_string(ctx->batch) + ")");
+    if (dL_dinput)
+      throw UnsupportedError(name() + "::backward_backward_input: dL/dinput (the Hessian term) is not computed, as in "
+                             "tiny-cuda-nn; pass null");
+    check_matrix(dL_ddLdinput, "dL_ddLdinput", batch, D, dtype_of<T>::value, Device::CPU);
+    check_rows_dense(dL_ddLdinput, "dL_ddLdinput");
+    check_matrix(dL_doutput, "dL_doutput", batch, padded_, dtype_of<T>::value, Device::CPU);
+    check_rows_dense(dL_doutput, "dL_doutput");
+    if (dL_ddLdoutput) {
+      check_matrix(*dL_ddLdoutput, "dL_ddLdoutput", batch, padded_, dtype_of<T>::value, Device::CPU);
+      check_rows_dense(*dL_ddLdoutput, "dL_ddLdoutput");
+    }
+    if (mode != GradientMode::Ignore && !gradients_)
+      throw Error(name() + "::backward_backward_input: parameter gradients requested but set_params() got no gradient "
+                           "buffer");
+    if (mode != GradientMode::Ignore)
+      second_order_param_gradients(input, dL_ddLdinput, dL_doutput, mode == GradientMode::Accumulate);
+    if (dL_ddLdoutput)
+      second_order_output_gradients(input, dL_ddLdinput, *dL_ddLdoutput, use_inference_params ? inference_params_ : params_);
+  }
+
  private:
   void check_io(const TensorView& input, const TensorView* output) const {
     if (!params_) throw Error(name() + ": no parameters set; call set_params() (or use a Trainer) first");
@@ -143,19 +152,7 @@ class GridEncoding final : public Encoding {
 
   void locate(const T* x, uint32_t level, Cell<T, D>& c) const {
     const T scale = T(spec_.level_scale[level]);
-    for (uint32_t d = 0; d < D; ++d) {
-      const T p = grid_position(scale, x[d]);
-      const T fl = std::floor(p);
-      c.vertex[d] = grid_vertex(fl);
-      const T frac = p - fl;
-      if (spec_.interpolation == GridInterpolation::Smoothstep) {
-        c.w[d] = grid_smoothstep(frac);
-        c.dw[d] = grid_smoothstep_derivative(frac);
-      } else {
-        c.w[d] = frac;
-        c.dw[d] = T(1);
-      }
-    }
+    for (uint32_t d = 0; d < D; ++d) grid_locate_axis(scale, x[d], spec_.interpolation, c.vertex[d], c.w[d], c.dw[d]);
   }
 
   // Index of the first parameter of vertex `v`'s entry in `level`.
@@ -167,17 +164,8 @@ class GridEncoding final : public Encoding {
 
   // Corner `corner` of the cell (bit d: lower or upper vertex along axis d) and its weight.
   T corner(const Cell<T, D>& c, uint32_t corner, uint32_t* v) const {
-    T w = T(1);
-    for (uint32_t d = 0; d < D; ++d) {
-      if ((corner >> d) & 1u) {
-        w *= c.w[d];
-        v[d] = c.vertex[d] + 1;
-      } else {
-        w *= T(1) - c.w[d];
-        v[d] = c.vertex[d];
-      }
-    }
-    return w;
+    for (uint32_t d = 0; d < D; ++d) v[d] = c.vertex[d] + ((corner >> d) & 1u);
+    return grid_corner_weight<T, D>(c.w, corner);
   }
 
   void encode(const TensorView& input, const TensorView& output, const T* grid) const {
@@ -299,6 +287,70 @@ class GridEncoding final : public Encoding {
           }
         }
         for (uint32_t d = 0; d < D; ++d) dx[b * ldi + d] = acc[d];
+      }
+    });
+  }
+
+  // Second derivatives. dL/dx = sum over corners of a directional weight times the corner's
+  // features dotted with dL/dy (grid_corner_directional_weight), so given v = dL2/d(dL/dx) each
+  // corner entry gets weight * dL/dy and dL/dy gets sum of weight * features. Nearest lookups
+  // have no input gradient, so nothing flows back through it.
+  void second_order_param_gradients(const TensorView& input, const TensorView& dL_ddLdinput,
+                                    const TensorView& dL_doutput, bool accumulate) const {
+    const uint32_t F = spec_.n_features_per_level;
+    const T* x = input.ptr<T>();
+    const T* v = dL_ddLdinput.ptr<T>();
+    const T* dy = dL_doutput.ptr<T>();
+    const int64_t ldx = input.strides[0], ldv = dL_ddLdinput.strides[0], ldg = dL_doutput.strides[0];
+    const int64_t batch = input.rows();
+    const bool nearest = spec_.interpolation == GridInterpolation::Nearest;
+    T* grads = gradients_;
+    parallel_for(spec_.n_levels, 1, [&](int64_t l0, int64_t l1) {  // levels own disjoint parameters
+      Cell<T, D> c;
+      uint32_t vtx[D];
+      for (int64_t li = l0; li < l1; ++li) {
+        const uint32_t l = static_cast<uint32_t>(li);
+        const T scale = T(spec_.level_scale[l]);
+        if (!accumulate)
+          std::fill(grads + size_t(spec_.level_offset[l]) * F, grads + size_t(spec_.level_offset[l + 1]) * F, T(0));
+        for (int64_t b = 0; b < batch && !nearest; ++b) {
+          const T* g = dy + b * ldg + l * F;
+          locate(x + b * ldx, l, c);
+          for (uint32_t k = 0; k < (1u << D); ++k) {
+            const T w = grid_corner_directional_weight<T, D>(c.w, c.dw, scale, v + b * ldv, k);
+            corner(c, k, vtx);
+            T* dst = grads + param_index(l, vtx);
+            for (uint32_t f = 0; f < F; ++f) dst[f] += w * g[f];
+          }
+        }
+      }
+    });
+  }
+
+  void second_order_output_gradients(const TensorView& input, const TensorView& dL_ddLdinput,
+                                     const TensorView& dL_ddLdoutput, const T* grid) const {
+    const uint32_t F = spec_.n_features_per_level;
+    const T* x = input.ptr<T>();
+    const T* v = dL_ddLdinput.ptr<T>();
+    T* out = dL_ddLdoutput.ptr<T>();
+    const int64_t ldx = input.strides[0], ldv = dL_ddLdinput.strides[0], ldo = dL_ddLdoutput.strides[0];
+    const bool nearest = spec_.interpolation == GridInterpolation::Nearest;
+    parallel_for(input.rows(), rows_per_chunk(1u << D), [&](int64_t b0, int64_t b1) {
+      Cell<T, D> c;
+      uint32_t vtx[D];
+      for (int64_t b = b0; b < b1; ++b) {
+        T* row = out + b * ldo;
+        std::fill(row, row + padded_, T(0));
+        for (uint32_t l = 0; l < spec_.n_levels && !nearest; ++l) {
+          const T scale = T(spec_.level_scale[l]);
+          locate(x + b * ldx, l, c);
+          for (uint32_t k = 0; k < (1u << D); ++k) {
+            const T w = grid_corner_directional_weight<T, D>(c.w, c.dw, scale, v + b * ldv, k);
+            corner(c, k, vtx);
+            const T* p = grid + param_index(l, vtx);
+            for (uint32_t f = 0; f < F; ++f) row[l * F + f] += w * p[f];
+          }
+        }
       }
     });
   }

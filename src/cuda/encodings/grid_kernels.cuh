@@ -1,0 +1,57 @@
+// The grid kernels' host-side launchers, one file of kernels each: grid_forward.cu (values),
+// grid_input_gradients.cu (dL/dinput and the second-order dL/d(dL/doutput)) and
+// grid_param_gradients.cu (parameter gradients of both orders, fast or deterministic).
+// All work is queued on job.stream; none synchronises the host.
+#pragma once
+
+#include "cuda/encodings/grid_device.cuh"
+#include "tinyfuse/common.h"
+
+namespace tinyfuse::cuda::grid {
+
+struct Job {
+  Launch g;
+  uint32_t dims, features;
+  int64_t batch;
+  gpuStream_t stream;
+};
+
+// Parameters the kernels read: F32 or F16 (param_dtype), n_params of them.
+struct Params {
+  const void* data;
+  DType dtype;
+};
+
+// output(b, l * F + f) for every level; padding columns [n_out, padded) get 0.
+void forward(const Job& job, Params params, const float* x, int64_t ldx, Matrix output, uint32_t n_out,
+             uint32_t padded);
+
+// dL/dx (batch, dims) F32 from dL/doutput; 0 for Nearest.
+void input_gradients(const Job& job, Params params, const float* x, int64_t ldx, Matrix dL_doutput, float* dL_dx,
+                     int64_t ld_dx);
+
+// Second order: dL2/d(dL/doutput) = sum over corners of grid_corner_directional_weight(v) * features,
+// v = dL2/d(dL/dx) (batch, dims) F32; padding columns get 0.
+void second_order_output_gradients(const Job& job, Params params, const float* x, int64_t ldx, const float* v,
+                                   int64_t ldv, Matrix out, uint32_t n_out, uint32_t padded);
+
+// Parameter gradients: first order (v null: corner weight * dL/doutput) or second order
+// (v = dL2/d(dL/dx): directional weight * dL/doutput), summed in FP32 with float atomics, or
+// (deterministic) as 64-bit fixed-point integers whose sum does not depend on the order, then
+// written (or added, `accumulate`) to `gradients` (n_params of param_dtype).
+struct GradientRequest {
+  const float* x;
+  int64_t ldx;
+  Matrix dL_doutput;
+  const float* v;  // null: first order
+  int64_t ldv;
+  void* gradients;
+  DType dtype;
+  size_t n_params;
+  uint32_t max_level_entries;  // largest level table, for the per-level finishing kernel
+  bool accumulate;
+  bool deterministic;
+};
+void param_gradients(const Job& job, const GradientRequest& request);
+
+}  // namespace tinyfuse::cuda::grid

@@ -1,0 +1,295 @@
+// Parameter gradients of the grid, first order (backward) and second order
+// (backward_backward_input), summed in one of two ways:
+//
+// fast (default): float atomicAdd into an FP32 buffer (the gradients themselves for FP32
+//   parameters; scratch converted afterwards for FP16). The order in which the hardware applies
+//   the atomics varies, so the last bits of a sum vary from run to run.
+// deterministic: each contribution c becomes the integer round(c * 2^s_l) and is added with a
+//   64-bit integer atomicAdd; integer addition is associative, so the sum is the same bits
+//   whatever the order. s_l is chosen per level from a bound on the level's total |contribution|
+//   (batch * max |dL/doutput| times the largest total corner weight of a record), so no sum can
+//   overflow (2^62 headroom under 2^63): every contribution keeps about 62 - log2(batch) bits
+//   relative to the largest possible sum, more than FP32's 24. A non-finite dL/doutput in a
+//   level makes that level's gradients NaN.
+#include "cuda/encodings/grid_kernels.cuh"
+
+#include <cfloat>
+
+#include "tinyfuse/buffer.h"
+
+namespace tinyfuse::cuda::grid {
+
+namespace {
+
+// Where contributions go.
+struct Sink {
+  float* f32;                      // fast
+  bool vec;                        // f32 aligned for float2 / float4 atomics
+  unsigned long long* fixed;       // deterministic
+  const double* to_fixed;          // deterministic: 2^s_l per level
+};
+
+template <uint32_t F>
+__device__ __forceinline__ void add_fast(const Sink& s, size_t first, const float* c) {
+  float* dst = s.f32 + first;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(TINYFUSE_WITH_HIP)
+  // Hopper adds float2 / float4 atomically per component in one request.
+  if (F >= 2 && s.vec) {
+    if constexpr (F == 2) {
+      atomicAdd(reinterpret_cast<float2*>(dst), make_float2(c[0], c[1]));
+      return;
+    } else if constexpr (F >= 4) {
+#pragma unroll
+      for (uint32_t f = 0; f < F; f += 4)
+        atomicAdd(reinterpret_cast<float4*>(dst + f), make_float4(c[f], c[f + 1], c[f + 2], c[f + 3]));
+      return;
+    }
+  }
+#endif
+#pragma unroll
+  for (uint32_t f = 0; f < F; ++f) atomicAdd(dst + f, c[f]);
+}
+
+template <uint32_t F>
+__device__ __forceinline__ void add_fixed(const Sink& s, size_t first, const float* c, double to_fixed) {
+#pragma unroll
+  for (uint32_t f = 0; f < F; ++f) {
+    const long long q = __double2ll_rn(static_cast<double>(c[f]) * to_fixed);
+    atomicAdd(s.fixed + first + f, static_cast<unsigned long long>(q));  // two's complement wraps
+  }
+}
+
+template <uint32_t F, bool Deterministic>
+__device__ __forceinline__ void add(const Sink& s, uint32_t entry, const float* c, double to_fixed) {
+  if constexpr (Deterministic)
+    add_fixed<F>(s, size_t(entry) * F, c, to_fixed);
+  else
+    add_fast<F>(s, size_t(entry) * F, c);
+}
+
+// One thread per (record, level), level fastest (coalesced reads of dL/doutput rows).
+template <uint32_t D, uint32_t F, bool SecondOrder, bool Deterministic>
+__global__ void contribution_kernel(Launch g, int64_t batch, const float* __restrict__ x, int64_t ldx, Matrix dy,
+                                    const float* __restrict__ dir, int64_t ldv, Sink sink) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= batch * g.n_levels) return;
+  int64_t b;
+  uint32_t l;
+  record_and_level(i, g.n_levels, b, l);
+  const LevelInfo L = g.levels[l];
+  const Cell<D> c = locate<D>(x, ldx, b, L.scale, g.interpolation);
+  const double to_fixed = Deterministic ? sink.to_fixed[l] : 0.0;
+  float gv[F], contrib[F];
+#pragma unroll
+  for (uint32_t f = 0; f < F; ++f) gv[f] = dy.load(b, l * F + f);
+  uint32_t v[D];
+
+  if constexpr (SecondOrder) {  // never launched for Nearest (no input gradient to differentiate)
+    float vd[D];
+#pragma unroll
+    for (uint32_t d = 0; d < D; ++d) vd[d] = dir[b * ldv + d];
+#pragma unroll
+    for (uint32_t k = 0; k < (1u << D); ++k) {
+      const float w = grid_corner_directional_weight<float, D>(c.w, c.dw, L.scale, vd, k);
+#pragma unroll
+      for (uint32_t f = 0; f < F; ++f) contrib[f] = w * gv[f];
+      corner_vertex<D>(c, k, v);
+      add<F, Deterministic>(sink, entry_of<D>(g, L, v), contrib, to_fixed);
+    }
+    return;
+  } else {
+    if (g.interpolation == GridInterpolation::Nearest) {
+      add<F, Deterministic>(sink, entry_of<D>(g, L, c.vertex), gv, to_fixed);
+      return;
+    }
+    if (g.stochastic) {  // the whole gradient to one corner, chosen as the CPU chooses it
+      const float sample = grid_stochastic_sample(static_cast<uint32_t>(b), l, static_cast<uint32_t>(batch));
+#pragma unroll
+      for (uint32_t d = 0; d < D; ++d) v[d] = sample >= c.w[d] ? c.vertex[d] : c.vertex[d] + 1;
+      add<F, Deterministic>(sink, entry_of<D>(g, L, v), gv, to_fixed);
+      return;
+    }
+#pragma unroll
+    for (uint32_t k = 0; k < (1u << D); ++k) {
+      const float w = grid_corner_weight<float, D>(c.w, k);
+#pragma unroll
+      for (uint32_t f = 0; f < F; ++f) contrib[f] = w * gv[f];
+      corner_vertex<D>(c, k, v);
+      add<F, Deterministic>(sink, entry_of<D>(g, L, v), contrib, to_fixed);
+    }
+  }
+}
+
+// Per level, the largest max_f |dL/doutput| of a record (times sum_d |v_d| in the second order),
+// as float bits (order-preserving for non-negative floats; NaN compares above +inf).
+template <uint32_t D, uint32_t F, bool SecondOrder>
+__global__ void bound_kernel(uint32_t n_levels, int64_t batch, Matrix dy, const float* __restrict__ dir, int64_t ldv,
+                             unsigned* level_max) {
+  extern __shared__ unsigned block_max[];
+  for (uint32_t l = threadIdx.x; l < n_levels; l += blockDim.x) block_max[l] = 0;
+  __syncthreads();
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < batch * n_levels) {
+    int64_t b;
+    uint32_t l;
+    record_and_level(i, n_levels, b, l);
+    unsigned bits = 0;
+#pragma unroll
+    for (uint32_t f = 0; f < F; ++f) bits = max(bits, __float_as_uint(fabsf(dy.load(b, l * F + f))));
+    if constexpr (SecondOrder) {
+      float sum = 0.0f;
+#pragma unroll
+      for (uint32_t d = 0; d < D; ++d) sum += fabsf(dir[b * ldv + d]);
+      bits = __float_as_uint(fabsf(__uint_as_float(bits) * sum));
+    }
+    atomicMax(&block_max[l], bits);
+  }
+  __syncthreads();
+  for (uint32_t l = threadIdx.x; l < n_levels; l += blockDim.x)
+    if (block_max[l] != 0) atomicMax(&level_max[l], block_max[l]);
+}
+
+// 2^s_l (and 2^-s_l) with bound_l * 2^s_l <= 2^62, bound_l = batch * level_max * (largest total
+// corner weight of a record: 1 in the first order; 2 * scale * max dw in the second, max dw
+// being 1 (Linear) or 1.5 (Smoothstep)). NaN marks a level with a non-finite gradient.
+__global__ void fixed_scale_kernel(Launch g, int64_t batch, bool second_order, const unsigned* level_max,
+                                   double* to_fixed, double* from_fixed) {
+  const uint32_t l = blockIdx.x * blockDim.x + threadIdx.x;
+  if (l >= g.n_levels) return;
+  const float m = __uint_as_float(level_max[l]);
+  if (!(m <= FLT_MAX)) {
+    to_fixed[l] = 0.0;
+    from_fixed[l] = __longlong_as_double(0x7ff8000000000000ll);  // NaN
+    return;
+  }
+  double bound = static_cast<double>(m) * static_cast<double>(batch);
+  if (second_order)
+    bound *= 2.0 * g.levels[l].scale * (g.interpolation == GridInterpolation::Smoothstep ? 1.5 : 1.0);
+  if (bound == 0.0) {
+    to_fixed[l] = 0.0;
+    from_fixed[l] = 0.0;
+    return;
+  }
+  int e = 0;
+  frexp(bound, &e);  // bound < 2^e
+  const int s = min(62 - e, 1000);
+  to_fixed[l] = ldexp(1.0, s);
+  from_fixed[l] = ldexp(1.0, -s);
+}
+
+// gradients = [gradients +] fixed * 2^-s_l, level by level (blockIdx.y).
+template <typename T>
+__global__ void fixed_to_gradients_kernel(Launch g, uint32_t F, const unsigned long long* __restrict__ fixed,
+                                          const double* __restrict__ from_fixed, T* grads, bool accumulate) {
+  const uint32_t l = blockIdx.y;
+  const LevelInfo L = g.levels[l];
+  const size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= size_t(L.size) * F) return;
+  const size_t idx = size_t(L.offset) * F + i;
+  const float v = static_cast<float>(static_cast<double>(static_cast<long long>(fixed[idx])) * from_fixed[l]);
+  grads[idx] = from_float<T>(accumulate ? to_float(grads[idx]) + v : v);
+}
+
+// FP16 gradients = [gradients +] FP32 sums (fast mode with FP16 parameters).
+__global__ void f32_to_half_kernel(const float* __restrict__ sums, __half* grads, size_t n, bool accumulate) {
+  const size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  grads[i] = __float2half_rn(accumulate ? __half2float(grads[i]) + sums[i] : sums[i]);
+}
+
+template <bool Deterministic>
+void launch_contributions(const Job& job, const GradientRequest& r, const Sink& sink) {
+  const int64_t threads = job.batch * job.g.n_levels;
+  const bool second = r.v != nullptr;
+  dispatch_dims_features(job.dims, job.features, [&](auto d, auto f) {
+    constexpr uint32_t D = decltype(d)::value, F = decltype(f)::value;
+    const auto blocks = blocks_for_threads(threads);
+    if (second)
+      contribution_kernel<D, F, true, Deterministic><<<blocks, kThreadsPerBlock, 0, job.stream>>>(
+          job.g, job.batch, r.x, r.ldx, r.dL_doutput, r.v, r.ldv, sink);
+    else
+      contribution_kernel<D, F, false, Deterministic><<<blocks, kThreadsPerBlock, 0, job.stream>>>(
+          job.g, job.batch, r.x, r.ldx, r.dL_doutput, r.v, r.ldv, sink);
+  });
+  TF_GPU_CHECK_LAUNCH("grid contribution_kernel");
+}
+
+void launch_bounds(const Job& job, const GradientRequest& r, unsigned* level_max) {
+  const int64_t threads = job.batch * job.g.n_levels;
+  const size_t smem = job.g.n_levels * sizeof(unsigned);
+  dispatch_dims_features(job.dims, job.features, [&](auto d, auto f) {
+    constexpr uint32_t D = decltype(d)::value, F = decltype(f)::value;
+    const auto blocks = blocks_for_threads(threads);
+    if (r.v)
+      bound_kernel<D, F, true><<<blocks, kThreadsPerBlock, smem, job.stream>>>(job.g.n_levels, job.batch, r.dL_doutput,
+                                                                              r.v, r.ldv, level_max);
+    else
+      bound_kernel<D, F, false><<<blocks, kThreadsPerBlock, smem, job.stream>>>(job.g.n_levels, job.batch,
+                                                                               r.dL_doutput, r.v, r.ldv, level_max);
+  });
+  TF_GPU_CHECK_LAUNCH("grid bound_kernel");
+}
+
+void deterministic_gradients(const Job& job, const GradientRequest& r) {
+  const uint32_t n_levels = job.g.n_levels;
+  // One scratch allocation: fixed-point sums, then per level the max bits and the two scales.
+  const size_t fixed_bytes = r.n_params * sizeof(unsigned long long);
+  const size_t scale_bytes = n_levels * sizeof(double);
+  const size_t max_offset = fixed_bytes + 2 * scale_bytes;
+  Buffer scratch = Buffer::on_stream(Device::CUDA, max_offset + n_levels * sizeof(unsigned), job.stream);
+  char* base = static_cast<char*>(scratch.data());
+  auto* fixed = reinterpret_cast<unsigned long long*>(base);
+  auto* to_fixed = reinterpret_cast<double*>(base + fixed_bytes);
+  auto* from_fixed = to_fixed + n_levels;
+  auto* level_max = reinterpret_cast<unsigned*>(base + max_offset);
+  TF_GPU_CHECK(gpuMemsetAsync(fixed, 0, fixed_bytes, job.stream));
+  TF_GPU_CHECK(gpuMemsetAsync(level_max, 0, n_levels * sizeof(unsigned), job.stream));
+
+  launch_bounds(job, r, level_max);
+  fixed_scale_kernel<<<blocks_for_threads(n_levels), kThreadsPerBlock, 0, job.stream>>>(job.g, job.batch, r.v != nullptr,
+                                                                                       level_max, to_fixed, from_fixed);
+  TF_GPU_CHECK_LAUNCH("grid fixed_scale_kernel");
+  launch_contributions<true>(job, r, Sink{nullptr, false, fixed, to_fixed});
+
+  const dim3 blocks(static_cast<unsigned>(blocks_for_threads(int64_t(r.max_level_entries) * job.features)), n_levels);
+  if (r.dtype == DType::F16)
+    fixed_to_gradients_kernel<__half><<<blocks, kThreadsPerBlock, 0, job.stream>>>(
+        job.g, job.features, fixed, from_fixed, static_cast<__half*>(r.gradients), r.accumulate);
+  else
+    fixed_to_gradients_kernel<float><<<blocks, kThreadsPerBlock, 0, job.stream>>>(
+        job.g, job.features, fixed, from_fixed, static_cast<float*>(r.gradients), r.accumulate);
+  TF_GPU_CHECK_LAUNCH("grid fixed_to_gradients_kernel");
+}
+
+void fast_gradients(const Job& job, const GradientRequest& r) {
+  if (r.dtype == DType::F32) {
+    if (!r.accumulate) TF_GPU_CHECK(gpuMemsetAsync(r.gradients, 0, r.n_params * sizeof(float), job.stream));
+    float* g = static_cast<float*>(r.gradients);
+    launch_contributions<false>(job, r, Sink{g, reinterpret_cast<uintptr_t>(g) % 16 == 0, nullptr, nullptr});
+    return;
+  }
+  Buffer sums = Buffer::on_stream(Device::CUDA, r.n_params * sizeof(float), job.stream);
+  float* s = static_cast<float*>(sums.data());
+  TF_GPU_CHECK(gpuMemsetAsync(s, 0, r.n_params * sizeof(float), job.stream));
+  launch_contributions<false>(job, r, Sink{s, true, nullptr, nullptr});
+  f32_to_half_kernel<<<blocks_for_threads(int64_t(r.n_params)), kThreadsPerBlock, 0, job.stream>>>(
+      s, static_cast<__half*>(r.gradients), r.n_params, r.accumulate);
+  TF_GPU_CHECK_LAUNCH("grid f32_to_half_kernel");
+}
+
+}  // namespace
+
+void param_gradients(const Job& job, const GradientRequest& r) {
+  if (r.n_params == 0) return;
+  if (job.batch == 0 || (r.v && job.g.interpolation == GridInterpolation::Nearest)) {
+    // Nothing to add: Overwrite leaves zeros (0 bits are 0 in FP32 and FP16).
+    if (!r.accumulate) TF_GPU_CHECK(gpuMemsetAsync(r.gradients, 0, r.n_params * dtype_size(r.dtype), job.stream));
+    return;
+  }
+  if (r.deterministic)
+    deterministic_gradients(job, r);
+  else
+    fast_gradients(job, r);
+}
+
+}  // namespace tinyfuse::cuda::grid
