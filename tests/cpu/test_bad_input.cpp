@@ -654,4 +654,24 @@ TEST(OutOfMemory, ModelsTooLargeForTheMachineAreRefusedBeforeAllocating) {
   EXPECT_NO_THROW(network("PortableMLP", 2).make());
 }
 
+// ---- fuzz findings (fuzz/, scripts/fuzz.sh): each crash found becomes a test here ----
+
+// fuzz_config: a grid whose per_level_scale < 1 drives a level's scale to -1 converted
+// ceil(-1) to uint32 (undefined behaviour). Now a ConfigError naming the level.
+TEST(FuzzFindings, GridLevelWithANegativeScaleIsAConfigError) {
+  for (double pls : {0.05, 1e-10}) {
+    const json enc = {{"otype", "HashGrid"}, {"n_levels", 16}, {"n_features_per_level", 1}, {"base_resolution", 16},
+                      {"per_level_scale", pls}};
+    try {
+      create_encoding(enc, 2);
+      ADD_FAILURE() << "no error for per_level_scale " << pls;
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(e.key(), "encoding.per_level_scale");
+      EXPECT_TRUE(contains(e.rule(), "negative scale")) << e.what();
+    }
+  }
+  // Below 1 is fine while every level keeps a scale >= 0.
+  EXPECT_NO_THROW(create_encoding({{"otype", "HashGrid"}, {"n_levels", 2}, {"base_resolution", 16}, {"per_level_scale", 0.5}}, 2));
+}
+
 }  // namespace
