@@ -1,6 +1,7 @@
 // The error types tinyfuse throws. Every message names what was wrong and what would work.
 #pragma once
 
+#include <cstddef>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -38,6 +39,18 @@ class ShapeError : public Error {
 class UnsupportedError : public Error {
  public:
   using Error::Error;
+};
+
+// A request for more memory than can be had: the size overflowed, exceeds what the machine has,
+// or the allocation failed. Nothing was changed; the process and its models keep working.
+// `bytes` is what was needed (SIZE_MAX when the size itself overflowed, 0 when unknown).
+class OutOfMemoryError : public Error {
+ public:
+  OutOfMemoryError(size_t bytes, const std::string& what, const std::string& why);
+  size_t bytes() const { return bytes_; }
+
+ private:
+  size_t bytes_;
 };
 
 // Closest candidate to `word` by edit distance (case-insensitive), or "" if none is close.

@@ -19,10 +19,13 @@ class Trainer {
           std::shared_ptr<Loss> loss, uint64_t seed = 1337, float param_scale = 1.0f);
 
   // One full step: forward, loss, backward, optimizer. Returns the mean loss over the batch
-  // (this reads a value back, so it waits for the step on GPUs).
+  // (this reads a value back, so it waits for the step on GPUs). A non-finite loss (NaN/Inf in
+  // inputs or targets) throws Error before the optimizer step: parameters and optimizer state
+  // are unchanged (docs/ERRORS.md).
   float training_step(const TensorView& input, const TensorView& target,
                       const TensorView* data_pdf = nullptr);
   // The same without the read-back: the loss of the last step is available from last_loss().
+  // Nothing checks the loss here: a non-finite batch reaches the optimizer.
   void training_step_async(const TensorView& input, const TensorView& target,
                            const TensorView* data_pdf = nullptr);
   float last_loss() const;
@@ -34,9 +37,12 @@ class Trainer {
 
   // tiny-cuda-nn's default: 128 for 16-bit parameters, 1 for FP32 and FP64.
   float loss_scale() const { return loss_scale_; }
-  void set_loss_scale(float s) { loss_scale_ = s; }
+  // Throws Error (and keeps the old scale) unless `s` is finite and > 0.
+  void set_loss_scale(float s);
 
   // FP32 master parameters: read back to / set from the host (the compute copy is refreshed).
+  // set_params_host throws ShapeError for a wrong count and Error for a non-finite value, before
+  // changing anything.
   std::vector<float> params_host() const;
   void set_params_host(const std::vector<float>& params);
 

@@ -7,6 +7,7 @@
 
 #include "core/half.h"
 #include "core/gpu_hooks.h"
+#include "core/host_memory.h"
 
 namespace tinyfuse {
 
@@ -15,8 +16,9 @@ namespace {
 constexpr size_t kHostAlignment = 64;
 
 void* host_alloc(size_t bytes) {
+  check_host_request(bytes, "a host buffer");
   void* p = std::aligned_alloc(kHostAlignment, next_multiple(bytes, kHostAlignment));
-  if (!p) throw Error("out of host memory allocating " + std::to_string(bytes) + " bytes");
+  if (!p) throw OutOfMemoryError(bytes, "a host buffer", "the allocation failed");
   return p;
 }
 
@@ -107,13 +109,13 @@ void Buffer::reserve(size_t bytes) {
 }
 
 TensorView Buffer::matrix(DType dtype, int64_t rows, int64_t cols, Stream stream) const {
-  if (static_cast<size_t>(rows * cols) * dtype_size(dtype) > bytes_)
+  if (checked_bytes({rows, cols, static_cast<int64_t>(dtype_size(dtype))}, "a view", false) > bytes_)
     throw Error("internal: buffer of " + std::to_string(bytes_) + " bytes too small for a view");
   return TensorView::matrix(data_, dtype, device_, rows, cols, stream);
 }
 
 TensorView Buffer::vector(DType dtype, int64_t n, Stream stream) const {
-  if (static_cast<size_t>(n) * dtype_size(dtype) > bytes_)
+  if (checked_bytes({n, static_cast<int64_t>(dtype_size(dtype))}, "a view", false) > bytes_)
     throw Error("internal: buffer of " + std::to_string(bytes_) + " bytes too small for a view");
   return TensorView::vector(data_, dtype, device_, n, stream);
 }

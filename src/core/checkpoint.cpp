@@ -14,6 +14,7 @@
 #include <set>
 
 #include "core/atomic_file.h"
+#include "core/checkpoint_bytes.h"
 #include "core/safetensors.h"
 #include "core/optimizers/optimizer_base.h"
 #include "tinyfuse/errors.h"
@@ -124,9 +125,8 @@ uint64_t parse_uint(const std::string& where, const std::string& key, const std:
   return v;
 }
 
-Checked check_file(const std::string& path, const std::string& where) {
-  const std::vector<uint8_t> bytes = read_file(path, where);
-  const safetensors::Contents c = safetensors::parse(bytes.data(), bytes.size(), where);
+Checked check_bytes(const uint8_t* data, size_t size, const std::string& where) {
+  const safetensors::Contents c = safetensors::parse(data, size, where);
   Checked k;
   k.where = where;
 
@@ -177,10 +177,10 @@ Checked check_file(const std::string& path, const std::string& where) {
   {
     const std::string expected = field("crc32");
     const std::string actual = safetensors::crc32_hex(
-        safetensors::crc32(bytes.data() + c.data_offset, bytes.size() - static_cast<size_t>(c.data_offset)));
+        safetensors::crc32(data + c.data_offset, size - static_cast<size_t>(c.data_offset)));
     if (expected != actual)
       throw Error(where + ": checksum mismatch: crc32 is " + quoted(expected) + " but the " +
-                  std::to_string(bytes.size() - c.data_offset) + " bytes of tensor data hash to " + quoted(actual) +
+                  std::to_string(size - c.data_offset) + " bytes of tensor data hash to " + quoted(actual) +
                   "; the data is corrupt");
   }
 
@@ -211,17 +211,22 @@ Checked check_file(const std::string& path, const std::string& where) {
 
   const auto* p = tensors[kParams];
   const auto* s = tensors[kOptimizerState];
-  k.params = safetensors::read_f32(bytes.data() + c.data_offset + p->begin, static_cast<size_t>(p->shape[0]));
+  k.params = safetensors::read_f32(data + c.data_offset + p->begin, static_cast<size_t>(p->shape[0]));
   for (size_t i = 0; i < k.params.size(); ++i)
     if (!std::isfinite(k.params[i]))
       throw Error(where + ": parameter " + std::to_string(i) + " is " + std::to_string(k.params[i]) + ", not finite");
-  k.optimizer_state = safetensors::read_f32(bytes.data() + c.data_offset + s->begin, static_cast<size_t>(s->shape[0]));
+  k.optimizer_state = safetensors::read_f32(data + c.data_offset + s->begin, static_cast<size_t>(s->shape[0]));
 
   k.metadata = json::object();
   for (const auto& [key, value] : meta) k.metadata[key] = value;
   k.metadata["config"] = k.config;
   k.metadata["optimizer"] = k.optimizer_header;
   return k;
+}
+
+Checked check_file(const std::string& path, const std::string& where) {
+  const std::vector<uint8_t> bytes = read_file(path, where);
+  return check_bytes(bytes.data(), bytes.size(), where);
 }
 
 // Checks that `k` fits `model`, including a dry run of the optimizer state.
@@ -313,6 +318,17 @@ void load_checkpoint(const std::string& path, Model& model) {
   const std::string where = "load_checkpoint(" + quoted(path) + ")";
   try {
     const Checked k = check_file(path, where);
+    check_fits(k, model);
+    apply(k, model);
+  } catch (const Error& e) {
+    throw Error(unchanged(e));
+  }
+}
+
+void load_checkpoint_bytes(const uint8_t* data, size_t size, const std::string& name, Model& model) {
+  const std::string where = "load_checkpoint(" + name + ")";
+  try {
+    const Checked k = check_bytes(data, size, where);
     check_fits(k, model);
     apply(k, model);
   } catch (const Error& e) {

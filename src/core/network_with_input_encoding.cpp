@@ -1,5 +1,6 @@
 #include "core/network_with_input_encoding.h"
 
+#include "core/host_memory.h"
 #include "tinyfuse/buffer.h"
 
 namespace tinyfuse {
@@ -87,6 +88,13 @@ class NetworkWithInputEncoding final : public DifferentiableObject {
                 GradientMode mode) override {
     const auto* ctx = dynamic_cast<const ComposedContext*>(&base_ctx);
     if (!ctx) throw Error("NetworkWithInputEncoding::backward: context does not come from its forward()");
+    check_matrix(input, "input", -1, input_width(), input_dtype(), device());
+    if (checked_bytes({input.rows(), network_->input_width(), static_cast<int64_t>(dtype_size(network_->input_dtype()))},
+                      "the encoded features", false) > ctx->encoded.bytes())
+      throw ShapeError("NetworkWithInputEncoding::backward: input batch " + input.describe() +
+                       " differs from the forward() that made the context");
+    // Checked here, not only by the encoding: by then the network would have written its gradients.
+    if (dL_dinput) check_matrix(*dL_dinput, "dL_dinput", input.rows(), input_width(), input_dtype(), device());
     TensorView enc = ctx->encoded.matrix(network_->input_dtype(), input.rows(), network_->input_width(), input.stream);
     const bool encoding_needs_grad = encoding_->n_params() > 0 || dL_dinput != nullptr;
     Buffer d_enc_buffer;
@@ -125,8 +133,13 @@ class NetworkWithInputEncoding final : public DifferentiableObject {
                        " parameters, got " + t.describe());
   }
   TensorView encoded_view(Buffer& buffer, const TensorView& input) const {
+    // The input is checked before its row count sizes the encoding's output buffer.
+    check_matrix(input, "input", -1, input_width(), input_dtype(), device());
     const DType t = network_->input_dtype();
-    buffer = Buffer::on_stream(device(), static_cast<size_t>(input.rows()) * network_->input_width() * dtype_size(t), input.stream);
+    const size_t bytes = checked_bytes({input.rows(), network_->input_width(), static_cast<int64_t>(dtype_size(t))},
+                                       "the encoded features of a batch of " + std::to_string(input.rows()),
+                                       device() == Device::CPU);
+    buffer = Buffer::on_stream(device(), bytes, input.stream);
     return buffer.matrix(t, input.rows(), network_->input_width(), input.stream);
   }
 

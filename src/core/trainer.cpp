@@ -1,6 +1,10 @@
 #include "tinyfuse/trainer.h"
 
+#include <algorithm>
 #include <cmath>
+#include <new>
+
+#include "core/host_memory.h"
 
 namespace tinyfuse {
 
@@ -37,11 +41,16 @@ Trainer::Trainer(std::shared_ptr<DifferentiableObject> model, std::shared_ptr<Op
                            ", loss on " + to_string(loss_->device()) + "; build all three for one device");
   loss_scale_ = default_loss_scale(model_->param_dtype());
   const size_t n = model_->n_params();
-  const size_t es = dtype_size(model_->param_dtype());
-  master_ = Buffer(dev, n * sizeof(float));
-  params_ = Buffer(dev, n * es);
-  gradients_ = Buffer(dev, n * es);
-  if (optimizer_->has_inference_params()) inference_params_ = Buffer(dev, n * es);
+  const int64_t es = static_cast<int64_t>(dtype_size(model_->param_dtype()));
+  const int64_t n_signed = static_cast<int64_t>(std::min<size_t>(n, INT64_MAX));
+  const bool on_host = dev == Device::CPU;
+  // All of the trainer's buffers together first, so that a model too large for the machine is
+  // refused before any of them is allocated.
+  checked_bytes({n_signed, 4 + 3 * es}, "the parameters, gradients and FP32 master copy of " + std::to_string(n) + " parameters", on_host);
+  master_ = Buffer(dev, checked_bytes({n_signed, 4}, "the FP32 master parameters", on_host));
+  params_ = Buffer(dev, checked_bytes({n_signed, es}, "the parameters", on_host));
+  gradients_ = Buffer(dev, checked_bytes({n_signed, es}, "the gradients", on_host));
+  if (optimizer_->has_inference_params()) inference_params_ = Buffer(dev, checked_bytes({n_signed, es}, "the inference parameters", on_host));
   optimizer_->allocate(n, model_->param_segments());
   model_->set_params(params(), inference_params(), gradients());
 
@@ -68,10 +77,21 @@ std::vector<float> Trainer::params_host() const {
   return out;
 }
 
+void Trainer::set_loss_scale(float s) {
+  if (!std::isfinite(s) || s <= 0.0f)
+    throw Error("Trainer::set_loss_scale(" + std::to_string(s) + "): the loss scale must be a finite number > 0; it was left at " +
+                std::to_string(loss_scale_));
+  loss_scale_ = s;
+}
+
 void Trainer::set_params_host(const std::vector<float>& values) {
   if (values.size() != model_->n_params())
     throw ShapeError("Trainer::set_params_host: expected " + std::to_string(model_->n_params()) + " values, got " +
                      std::to_string(values.size()));
+  for (size_t i = 0; i < values.size(); ++i)
+    if (!std::isfinite(values[i]))
+      throw Error("Trainer::set_params_host: value " + std::to_string(i) + " is " + std::to_string(values[i]) +
+                  ", not finite; the parameters were left unchanged");
   if (values.empty()) return;
   TensorView src = TensorView::vector(const_cast<float*>(values.data()), static_cast<int64_t>(values.size()));
   copy_tensor(as_row(master_.vector(DType::F32, src.numel(), batch_stream(has_last_loss_, last_values_))), as_row(src));
@@ -92,14 +112,24 @@ void Trainer::refresh_compute_params() {
 
 void Trainer::ensure_batch_buffers(int64_t batch, Stream) {
   if (batch <= batch_capacity_) return;
-  const size_t width = model_->padded_output_width();
-  output_ = Buffer(model_->device(), batch * width * dtype_size(model_->output_dtype()));
-  loss_values_ = Buffer(model_->device(), batch * width * dtype_size(loss_value_dtype()));
-  loss_gradients_ = Buffer(model_->device(), batch * width * dtype_size(model_->output_dtype()));
+  const int64_t width = model_->padded_output_width();
+  const bool host = model_->device() == Device::CPU;
+  const auto bytes = [&](DType t, const char* what) {
+    return checked_bytes({batch, width, static_cast<int64_t>(dtype_size(t))}, what, host);
+  };
+  // All sizes first, so that a batch that cannot fit changes nothing.
+  const size_t out_bytes = bytes(model_->output_dtype(), "the training batch's outputs");
+  const size_t value_bytes = bytes(loss_value_dtype(), "the training batch's loss values");
+  // (Each is at most the machine's memory, so the sum cannot overflow.)
+  if (host) check_host_request(2 * out_bytes + value_bytes, "the training batch's outputs, loss values and loss gradients");
+  output_ = Buffer(model_->device(), out_bytes);
+  loss_values_ = Buffer(model_->device(), value_bytes);
+  loss_gradients_ = Buffer(model_->device(), out_bytes);
   batch_capacity_ = batch;
 }
 
 void Trainer::forward_backward(const TensorView& input, const TensorView& target, const TensorView* data_pdf) {
+  check_matrix(input, "Trainer: input", -1, model_->input_width(), model_->input_dtype(), model_->device());
   const int64_t batch = input.rows();
   if (batch == 0) throw ShapeError("Trainer: a training batch needs at least one sample");
   if (target.rows() != batch || target.cols() != model_->output_width())
@@ -111,9 +141,14 @@ void Trainer::forward_backward(const TensorView& input, const TensorView& target
   TensorView output = output_.matrix(out_t, batch, width, input.stream);
   TensorView values = loss_values_.matrix(loss_value_dtype(), batch, width, input.stream);
   TensorView grads = loss_gradients_.matrix(out_t, batch, width, input.stream);
-  auto ctx = model_->forward(input, &output, false, false);
-  loss_->evaluate(loss_scale_, output, target, values, grads, data_pdf);
-  model_->backward(*ctx, input, output, grads, nullptr, false, GradientMode::Overwrite);
+  try {
+    auto ctx = model_->forward(input, &output, false, false);
+    loss_->evaluate(loss_scale_, output, target, values, grads, data_pdf);
+    model_->backward(*ctx, input, output, grads, nullptr, false, GradientMode::Overwrite);
+  } catch (const std::bad_alloc&) {
+    // A scratch allocation the size checks let through failed: report it as tinyfuse's error.
+    throw OutOfMemoryError(0, "a training batch of " + std::to_string(batch) + " samples", "an allocation failed");
+  }
   last_values_ = values;
   has_last_loss_ = true;
 }

@@ -1,9 +1,11 @@
 #include "cpu/mlp.h"
 
 #include <cmath>
+#include <new>
 #include <vector>
 
 #include "core/activation_math.h"
+#include "core/host_memory.h"
 #include "core/mlp_base.h"
 #include "cpu/blas.h"
 #include "cpu/parallel.h"
@@ -21,7 +23,11 @@ class Scratch {
  public:
   void resize(size_t n) {
     if (n > capacity_) {
-      data_.reset(new T[n]);
+      try {
+        data_.reset(new T[n]);
+      } catch (const std::bad_alloc&) {
+        throw OutOfMemoryError(n * sizeof(T), "MLP scratch memory", "the allocation failed");
+      }
       capacity_ = n;
     }
     size_ = n;
@@ -152,6 +158,12 @@ class Mlp final : public MlpBase {
       check_matrix(*output, "output", input.rows(), padded_output_width(), dtype_of<T>::value, Device::CPU);
       check_rows_dense(*output, "output");
     }
+    // A batch whose scratch memory cannot fit is refused before anything is allocated or computed:
+    // forward keeps z and y of every layer; backward needs three layer-wide buffers and a column.
+    int64_t forward_per_row = 0, widest = 0;
+    for (const Layer& l : layers_) forward_per_row += 2 * int64_t{l.out}, widest = std::max<int64_t>(widest, l.out);
+    const int64_t per_row = std::max(forward_per_row, 3 * widest + 1);
+    checked_bytes({input.rows(), per_row, int64_t{sizeof(T)}}, name() + " activations of a batch of " + std::to_string(input.rows()));
   }
 
   void run_forward(const TensorView& input, MlpContext<T>& ctx, const T* weights) const {

@@ -17,7 +17,7 @@ gpuStream_t as_stream(Stream s) { return s ? static_cast<gpuStream_t>(s) : gpuSt
 
 [[noreturn]] void out_of_memory(size_t bytes) {
   (void)gpuGetLastError();  // clear the error so the process keeps working
-  throw Error("out of GPU memory allocating " + std::to_string(bytes) + " bytes");
+  throw OutOfMemoryError(bytes, "GPU memory", "the device allocation failed");
 }
 
 void* alloc(size_t bytes) {

@@ -68,6 +68,13 @@ void resolve_grid_layout(GridSpec& spec, const std::string& path) {
                         "level " + std::to_string(l) + " would need a resolution beyond 2^32 (scale " +
                             json(scale).dump() + ")",
                         "fewer levels, a smaller base_resolution or a smaller per_level_scale");
+    // A negative scale (per_level_scale < 1 shrinking a level below one cell) has no grid, and
+    // ceil(scale) would not convert to uint32 (found by fuzz/fuzz_config.cpp).
+    if (scale < 0.0f)
+      throw ConfigError(path + ".per_level_scale", json(spec.per_level_scale).dump(),
+                        "level " + std::to_string(l) + " would have a negative scale (base_resolution * per_level_scale^" +
+                            std::to_string(l) + " - 1 = " + json(scale).dump() + ")",
+                        "per_level_scale >= 1, or base_resolution * per_level_scale^(n_levels - 1) >= 1");
     const uint32_t res = grid_level_resolution(scale);
     spec.level_scale[l] = scale;
     spec.level_resolution[l] = res;

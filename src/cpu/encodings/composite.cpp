@@ -1,9 +1,11 @@
 #include "cpu/encodings/composite.h"
 
 #include <algorithm>
+#include <new>
 #include <numeric>
 
 #include "core/encodings/composite_config.h"
+#include "core/host_memory.h"
 #include "cpu/encodings/cpu_encoding.h"
 #include "cpu/encodings/make_encoding.h"
 
@@ -144,26 +146,40 @@ class CompositeEncoding final : public CpuEncoding {
   std::string name() const override { return "Composite"; }
 
   void inference(const TensorView& input, const TensorView& output) override {
+    check_matrix(input, "input", -1, n_in_, dtype_of<T>::value, Device::CPU);
     check_matrix(output, "output", input.rows(), padded_output_width(), dtype_of<T>::value, Device::CPU);
     Ctx ctx;
-    run(input, &output, ctx, false, false, /*inference=*/true);
+    converting_bad_alloc([&] { run(input, &output, ctx, false, false, /*inference=*/true); });
   }
 
   std::unique_ptr<Context> forward(const TensorView& input, const TensorView* output, bool use_inference_params,
                                    bool prepare_input_gradients) override {
+    check_matrix(input, "input", -1, n_in_, dtype_of<T>::value, Device::CPU);
     if (output) check_matrix(*output, "output", input.rows(), padded_output_width(), dtype_of<T>::value, Device::CPU);
     auto ctx = std::make_unique<Ctx>();
-    run(input, output, *ctx, use_inference_params, prepare_input_gradients, false);
+    converting_bad_alloc([&] { run(input, output, *ctx, use_inference_params, prepare_input_gradients, false); });
     return ctx;
   }
 
-  void backward(const Context& base_ctx, const TensorView& input, const TensorView&, const TensorView& dL_doutput,
+  void backward(const Context& base_ctx, const TensorView& input, const TensorView& output, const TensorView& dL_doutput,
                 const TensorView* dL_dinput, bool use_inference_params, GradientMode mode) override {
+    converting_bad_alloc([&] { backward_impl(base_ctx, input, output, dL_doutput, dL_dinput, use_inference_params, mode); });
+  }
+
+ private:
+  void backward_impl(const Context& base_ctx, const TensorView& input, const TensorView&, const TensorView& dL_doutput,
+                     const TensorView* dL_dinput, bool use_inference_params, GradientMode mode) {
     const auto* ctx = dynamic_cast<const Ctx*>(&base_ctx);
     if (!ctx || ctx->nested.size() != parts_.size())
       throw Error("Composite::backward: context does not come from this encoding's forward()");
     check_matrix(input, "input", -1, n_in_, dtype_of<T>::value, Device::CPU);
     const int64_t batch = input.rows();
+    check_scratch(batch);
+    // Before dL_dinput is cleared below: the nested backward() calls would find out too late.
+    for (size_t i = 0; i < parts_.size(); ++i)
+      if (ctx->outputs[i].size() != static_cast<size_t>(batch) * parts_[i].encoding->padded_output_width())
+        throw ShapeError("Composite::backward: input batch " + std::to_string(batch) +
+                         " differs from the forward() that made the context");
     check_matrix(dL_doutput, "dL_doutput", batch, padded_output_width(), dtype_of<T>::value, Device::CPU);
     if (dL_dinput) {
       check_matrix(*dL_dinput, "dL_dinput", batch, n_in_, dtype_of<T>::value, Device::CPU);
@@ -215,7 +231,6 @@ class CompositeEncoding final : public CpuEncoding {
     }
   }
 
- private:
   static constexpr int64_t kGrain = 128;
 
   struct Part {
@@ -264,6 +279,27 @@ class CompositeEncoding final : public CpuEncoding {
     return j < pw ? ctx.outputs[k][b * pw + j] : T(1);
   }
 
+  // The per-part copies are std::vectors: a failed allocation becomes tinyfuse's error.
+  template <typename F>
+  static void converting_bad_alloc(F&& f) {
+    try {
+      f();
+    } catch (const std::bad_alloc&) {
+      throw OutOfMemoryError(0, "Composite's per-part copies", "an allocation failed");
+    }
+  }
+
+  // Refuses, before anything is allocated, a batch whose per-part copies cannot fit: every
+  // part's output (kept for backward) plus the largest part's input and gradient copies.
+  void check_scratch(int64_t batch) const {
+    int64_t per_row = 0, transient = 0;
+    for (const Part& p : parts_) {
+      per_row += p.encoding->padded_output_width();
+      transient = std::max<int64_t>(transient, int64_t{p.encoding->padded_output_width()} + 2 * int64_t{p.n_dims});
+    }
+    checked_bytes({batch, per_row + transient, int64_t{sizeof(T)}}, "Composite's per-part copies of a batch of " + std::to_string(batch));
+  }
+
   std::vector<T> gather_input(const TensorView& input, const Part& p) const {
     const int64_t batch = input.rows();
     std::vector<T> v(static_cast<size_t>(batch) * p.n_dims);
@@ -280,6 +316,7 @@ class CompositeEncoding final : public CpuEncoding {
            bool prepare_input_gradients, bool inference) {
     check_matrix(input, "input", -1, n_in_, dtype_of<T>::value, Device::CPU);
     const int64_t batch = input.rows();
+    check_scratch(batch);
     ctx.nested.resize(parts_.size());
     ctx.outputs.resize(parts_.size());
     for (size_t i = 0; i < parts_.size(); ++i) {

@@ -85,8 +85,8 @@ class RowwiseEncoding : public CpuEncoding {
 
   void backward(const Context&, const TensorView& input, const TensorView&, const TensorView& dL_doutput,
                 const TensorView* dL_dinput, bool, GradientMode) override {
-    if (!dL_dinput) return;  // no parameters: only input gradients to compute
     check_matrix(input, "input", -1, n_in_, dtype_of<T>::value, Device::CPU);
+    if (!dL_dinput) return;  // no parameters: only input gradients to compute
     const int64_t batch = input.rows();
     check_matrix(dL_doutput, "dL_doutput", batch, padded_output_width(), dtype_of<T>::value, Device::CPU);
     check_matrix(*dL_dinput, "dL_dinput", batch, n_in_, dtype_of<T>::value, Device::CPU);

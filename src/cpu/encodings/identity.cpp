@@ -37,6 +37,8 @@ class IdentityEncoding final : public Encoding {
 
   void backward(const Context&, const TensorView& input, const TensorView&, const TensorView& dL_doutput,
                 const TensorView* dL_dinput, bool, GradientMode) override {
+    // The input is not read, but a wrong one means the call is not what the caller thinks.
+    check_matrix(input, "input", -1, n_dims_, dtype_of<T>::value, Device::CPU);
     if (!dL_dinput) return;
     const int64_t batch = input.rows();
     check_matrix(dL_doutput, "dL_doutput", batch, padded_, dtype_of<T>::value, Device::CPU);
