@@ -19,6 +19,7 @@
 // case skips without a GPU.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
@@ -456,6 +457,21 @@ TEST_P(FusedQualification, RejectsTrainingOnTheInferenceOnlyPathAndWrongTensors)
   EXPECT_THROW(unset->inference(in.view, out.view), Error) << "inference without parameters";
 }
 
+// The determinism program: $TINYFUSE_FUSED_DETERMINISM_EXE, else beside this test program
+// (as scripts/gpu/prepare_carry.sh gathers them), else where the build put it.
+std::string determinism_program() {
+  if (const char* e = std::getenv("TINYFUSE_FUSED_DETERMINISM_EXE"); e && *e) return e;
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n > 0) {
+    std::string dir(self, static_cast<size_t>(n));
+    dir = dir.substr(0, dir.rfind('/') + 1);
+    const std::string beside = dir + "tinyfuse_fused_determinism";
+    if (access(beside.c_str(), X_OK) == 0) return beside;
+  }
+  return TINYFUSE_FUSED_DETERMINISM_EXE;
+}
+
 std::string read_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
@@ -469,7 +485,7 @@ TEST_P(FusedQualification, FreshProcessRunsWriteByteIdenticalJson) {
   for (int i = 0; i < 2; ++i) {
     files[i] = dir + "tinyfuse_fused_determinism_" + GetParam() + "_" + std::to_string(i) + ".json";
     std::remove(files[i].c_str());
-    const std::string cmd = std::string("\"") + TINYFUSE_FUSED_DETERMINISM_EXE + "\" --otype " + GetParam() +
+    const std::string cmd = "\"" + determinism_program() + "\" --otype " + GetParam() +
                             " --out \"" + files[i] + "\"";
     const int status = std::system(cmd.c_str());
     ASSERT_NE(status, -1) << cmd;
