@@ -300,7 +300,8 @@ int run(const Options& o) {
   for (const auto& net : o.skip_mlp ? std::vector<std::string>{} : r.networks)
     for (uint32_t width : r.widths)
       for (tb::Mode mode : {tb::Mode::Inference, tb::Mode::Training})
-        for (int64_t batch : r.batches) cases.push_back({net, mode, batch, width});
+        if (tb::bench_case_applies(device, net, mode, width))
+          for (int64_t batch : r.batches) cases.push_back({net, mode, batch, width});
   bool all_ok = !r.peak || r.peak->ok;
   for (size_t i = 0; i < cases.size(); ++i) {
     const tb::MlpCase& c = cases[i];

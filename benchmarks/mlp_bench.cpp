@@ -46,15 +46,22 @@ const std::vector<BenchNetwork>& bench_networks(Device device) {
       {"CutlassMLP", "fp32", true},
       {"FullyFusedMLP", "fp32", false},
   };
-  // FullyFusedMLP and Width64FusedMLP: switch by_default on once the CUDA backend builds them.
+  // FullyFusedMLP: switch by_default on once the CUDA backend builds it.
   static const std::vector<BenchNetwork> cuda = {
       {"PortableMLP", "fp32", true},
       {"BlasLtMLP", "fp32", true},
       {"BlasLtMLPFP16", "fp16", true},
       {"FullyFusedMLP", "fp16", false},
-      {"Width64FusedMLP", "fp16", false},
+      {"Width64FusedMLP", "fp16", true, /*inference_only=*/true, /*only_width=*/64},
   };
   return device == Device::CPU ? cpu : cuda;
+}
+
+bool bench_case_applies(Device device, const std::string& otype, Mode mode, uint32_t width) {
+  for (const BenchNetwork& n : bench_networks(device))
+    if (n.otype == otype)
+      return !(n.inference_only && mode == Mode::Training) && (n.only_width == 0 || n.only_width == width);
+  return true;  // not in the table: run it and let it report what it cannot do
 }
 
 std::string expected_precision(Device device, const std::string& otype) {

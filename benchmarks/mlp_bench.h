@@ -43,8 +43,13 @@ struct BenchNetwork {
   std::string otype;
   std::string precision;
   bool by_default = true;
+  bool inference_only = false;  // no training rows (the network cannot train)
+  uint32_t only_width = 0;      // runs this width only (0: any)
 };
 const std::vector<BenchNetwork>& bench_networks(Device device);
+// Whether tinyfuse-bench makes a row for `otype` in this mode and width: false only for what the
+// table marks as impossible (training an inference-only network, another width of a fixed one).
+bool bench_case_applies(Device device, const std::string& otype, Mode mode, uint32_t width);
 // The table's precision for `otype` on `device`, or "fp32" for an otype it does not list.
 std::string expected_precision(Device device, const std::string& otype);
 

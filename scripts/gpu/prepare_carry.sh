@@ -4,12 +4,12 @@
 # (git-ignored) for the device tool's `carry`. Usage: scripts/gpu/prepare_carry.sh [targets...]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-targets=("${@:-tinyfuse_gpu_tests tinyfuse_tests tinyfuse_bench tinyfuse_cli}")
+targets=("${@:-tinyfuse_gpu_tests tinyfuse_fused_tests tinyfuse_fused_determinism tinyfuse_tests tinyfuse_bench tinyfuse_cli}")
 cmake -S . -B build-dev -DCMAKE_BUILD_TYPE=Release -DTINYFUSE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
   -DTINYFUSE_BUILD_TESTS=ON -DTINYFUSE_BUILD_TOOLS=ON -DTINYFUSE_BUILD_BENCHMARKS=ON >/dev/null
 cmake --build build-dev -j"$(nproc)" --target ${targets[*]}
 rm -rf .devcarry && mkdir -p .devcarry/bin .devcarry/lib
-for f in build-dev/tests/tinyfuse_gpu_tests build-dev/tests/tinyfuse_tests build-dev/benchmarks/tinyfuse-bench build-dev/tools/cli/tinyfuse; do
+for f in build-dev/tests/tinyfuse_gpu_tests build-dev/tests/tinyfuse_fused_tests build-dev/tests/tinyfuse_fused_determinism build-dev/tests/tinyfuse_tests build-dev/benchmarks/tinyfuse-bench build-dev/tools/cli/tinyfuse; do
   [ -x "$f" ] && cp "$f" .devcarry/bin/
 done
 # OpenBLAS (the CPU reference's BLAS) and its Fortran runtime are not on the device image.

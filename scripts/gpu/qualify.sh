@@ -3,6 +3,7 @@
 # programs scripts/gpu/prepare_carry.sh gathered in .devcarry/. Writes everything under $OUT:
 #   card.txt            nvidia-smi -L and driver
 #   gpu_tests.xml/log   the GPU test suite (qualification included)
+#   fused_tests.xml/log the fused-network qualification (Width64FusedMLP, FullyFusedMLP)
 #   cpu_tests.log       the CPU suite on that machine
 #   sanitizer.log       compute-sanitizer memcheck / racecheck / synccheck on the quick suite (the
 #                       out-of-memory test is left out: the sanitizer reports its deliberate OOM)
@@ -22,6 +23,8 @@ status=0
 if want tests; then
   "$bin/tinyfuse_gpu_tests" --gtest_output=xml:"$OUT/gpu_tests.xml" > "$OUT/gpu_tests.log" 2>&1 || status=1
   tail -n 25 "$OUT/gpu_tests.log"
+  "$bin/tinyfuse_fused_tests" --gtest_output=xml:"$OUT/fused_tests.xml" > "$OUT/fused_tests.log" 2>&1 || status=1
+  tail -n 25 "$OUT/fused_tests.log"
   "$bin/tinyfuse_tests" --gtest_brief=1 > "$OUT/cpu_tests.log" 2>&1 || status=1
   tail -n 3 "$OUT/cpu_tests.log"
 fi

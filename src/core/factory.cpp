@@ -95,8 +95,9 @@ std::unique_ptr<DifferentiableObject> create_network_with_input_encoding(uint32_
                                                                          const json& network_config,
                                                                          const BuildOptions& options) {
   std::shared_ptr<Encoding> encoding = create_encoding(encoding_config, n_input_dims, options);
-  // The network's alignment depends only on its otype; read it before building the network.
-  MlpSpec probe = parse_network_config(network_config, 16, n_output_dims, options.device);
+  // The network's alignment depends only on its otype; read it before building the network,
+  // with a stand-in input width every otype accepts (64: a multiple of 16, Width64FusedMLP's).
+  MlpSpec probe = parse_network_config(network_config, 64, n_output_dims, options.device);
   encoding->set_alignment(probe.input_alignment);
   std::shared_ptr<Network> network = create_network(network_config, encoding->padded_output_width(), n_output_dims, options);
   return make_network_with_input_encoding(std::move(encoding), std::move(network));

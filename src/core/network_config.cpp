@@ -13,6 +13,31 @@ namespace {
 
 constexpr uint32_t kTensorCoreAlignment = 16;  // tiny-cuda-nn's output padding and input alignment
 
+// Width64FusedMLP is one network: 64 -> 64 -> 64 -> 64, ReLU hidden layers, no output activation.
+constexpr uint32_t kWidth64 = 64, kWidth64HiddenLayers = 2;
+constexpr const char* kWidth64Alternatives = "BlasLtMLPFP16 or PortableMLP (same layout, any shape and activation)";
+constexpr const char* kWidth64NotBuilt =
+    "Width64FusedMLP is not built into this library (configure with -DTINYFUSE_CUDA=ON -DTINYFUSE_WIDTH64_FUSED=ON)";
+
+// Fail-closed rules of Width64FusedMLP: every key must describe exactly the network it runs.
+// Its widths and depth default to that network, not to tiny-cuda-nn's 128 x 5.
+void check_width64_fused(const ConfigReader& r, MlpSpec& spec, uint32_t n_input_dims, uint32_t n_output_dims) {
+  const std::string only = "Width64FusedMLP runs only 64 -> 64 -> 64 -> 64 with ReLU hidden layers";
+  const std::string other = std::string("; for other networks use ") + kWidth64Alternatives;
+  spec.n_neurons = r.get_uint("n_neurons", kWidth64, 1, 8192);
+  if (spec.n_neurons != kWidth64) r.fail("n_neurons", only, "64" + other);
+  spec.n_hidden_layers = r.get_uint("n_hidden_layers", kWidth64HiddenLayers, 0, 64);
+  if (spec.n_hidden_layers != kWidth64HiddenLayers) r.fail("n_hidden_layers", only, "2" + other);
+  if (spec.activation != Activation::ReLU) r.fail("activation", only, "ReLU" + other);
+  if (spec.output_activation != Activation::None)
+    r.fail("output_activation", only + " and no output activation", "None" + other);
+  if (n_input_dims != kWidth64)
+    throw ConfigError(r.key_path("n_input_dims"), std::to_string(n_input_dims), only,
+                      "64 (an encoding in front is padded to 64)" + other);
+  if (n_output_dims != kWidth64)
+    throw ConfigError(r.key_path("n_output_dims"), std::to_string(n_output_dims), only, "64" + other);
+}
+
 // Which devices run each otype in this build.
 bool runs_on(const std::string& otype, Device device) {
   const bool gpu_only = otype == "BlasLtMLP" || otype == "BlasLtMLPFP16" || otype == "Width64FusedMLP";
@@ -22,6 +47,21 @@ bool runs_on(const std::string& otype, Device device) {
   return std::find(gpu.begin(), gpu.end(), otype) != gpu.end();
 #else
   return false;
+#endif
+}
+
+// Why `otype` cannot be built for `device` here, and how to get it.
+std::string not_available_rule(const std::string& otype, Device device) {
+  if (device == Device::CPU) {
+    if (otype == "Width64FusedMLP")
+      return otype + " runs only on CUDA devices (FP16 tensor-core kernels; PortableMLP is the CPU network with its layout)";
+    return otype + " runs only on CUDA devices";
+  }
+  if (otype == "Width64FusedMLP") return kWidth64NotBuilt;
+#ifdef TINYFUSE_WITH_CUDA
+  return otype + " has no CUDA implementation in this version";
+#else
+  return "this build has no CUDA backend (configure with -DTINYFUSE_CUDA=ON)";
 #endif
 }
 
@@ -63,17 +103,6 @@ MlpSpec parse_network_config(const json& config, uint32_t n_input_dims, uint32_t
   if (spec.otype == "MLP") spec.otype = "CutlassMLP";  // tiny-cuda-nn's alias
   ConfigReader r(defaulted, path, {"n_neurons", "n_hidden_layers", "activation", "output_activation", "n_input_dims", "n_output_dims"});
 
-  if (!runs_on(spec.otype, device)) {
-    std::string accepted = join(network_otypes_on(device));
-    std::string rule = device == Device::CPU ? spec.otype + " runs only on CUDA devices"
-#ifdef TINYFUSE_WITH_CUDA
-                                             : spec.otype + " has no CUDA implementation in this version";
-#else
-                                             : std::string("this build has no CUDA backend (configure with -DTINYFUSE_CUDA=ON)");
-#endif
-    r.fail("otype", rule, accepted.empty() ? "none on " + to_string(device) + " in this build" : accepted);
-  }
-
   if (r.has("n_input_dims") && r.get_uint("n_input_dims", 0, 0, UINT32_MAX) != n_input_dims)
     r.fail("n_input_dims", "differs from the model's input width " + std::to_string(n_input_dims), std::to_string(n_input_dims));
   if (r.has("n_output_dims") && r.get_uint("n_output_dims", 0, 0, UINT32_MAX) != n_output_dims)
@@ -86,7 +115,9 @@ MlpSpec parse_network_config(const json& config, uint32_t n_input_dims, uint32_t
   if (n_input_dims == 0) throw ConfigError(path + ".n_input_dims", "0", "a network needs at least one input", ">= 1");
   if (n_output_dims == 0) throw ConfigError(path + ".n_output_dims", "0", "a network needs at least one output", ">= 1");
 
-  if (spec.otype == "FullyFusedMLP") {
+  if (spec.otype == "Width64FusedMLP") {
+    check_width64_fused(r, spec, n_input_dims, n_output_dims);
+  } else if (spec.otype == "FullyFusedMLP") {
     spec.n_neurons = r.get_uint("n_neurons", 128, 16, 128);
     if (spec.n_neurons != 16 && spec.n_neurons != 32 && spec.n_neurons != 64 && spec.n_neurons != 128)
       r.fail("n_neurons", "FullyFusedMLP runs hidden widths of tensor-core tiles only", "16, 32, 64, 128 (or CutlassMLP / PortableMLP for any width)");
@@ -108,7 +139,14 @@ MlpSpec parse_network_config(const json& config, uint32_t n_input_dims, uint32_t
   } else {
     spec.biases = true;
     spec.padded_output_width = n_output_dims;
-    spec.input_alignment = 1;
+    spec.input_alignment = spec.otype == "Width64FusedMLP" ? kWidth64 : 1;
+  }
+  // Whether this build runs the otype on `device` comes last: an otype's rules hold in every
+  // build, so a CPU-only build reports a wrong shape the same way a CUDA build does.
+  if (!runs_on(spec.otype, device)) {
+    const std::string accepted = join(network_otypes_on(device));
+    r.fail("otype", not_available_rule(spec.otype, device),
+           accepted.empty() ? "none on " + to_string(device) + " in this build" : accepted);
   }
   return spec;
 }
