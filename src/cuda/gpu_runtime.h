@@ -31,6 +31,15 @@
 #define gpuFreeAsync hipFreeAsync
 #define gpuMemsetAsync hipMemsetAsync
 #define gpuDeviceSynchronize hipDeviceSynchronize
+// Launch tuning (the fused MLP): device limits, occupancy, large dynamic shared memory.
+#define gpuDeviceGetAttribute hipDeviceGetAttribute
+#define gpuDevAttrMultiProcessorCount hipDeviceAttributeMultiprocessorCount
+#define gpuDevAttrMaxSharedMemoryPerBlockOptin hipDeviceAttributeSharedMemPerBlockOptin
+#define gpuDevAttrComputeCapabilityMajor hipDeviceAttributeComputeCapabilityMajor
+#define gpuDevAttrComputeCapabilityMinor hipDeviceAttributeComputeCapabilityMinor
+#define gpuFuncSetAttribute hipFuncSetAttribute
+#define gpuFuncAttributeMaxDynamicSharedMemorySize hipFuncAttributeMaxDynamicSharedMemorySize
+#define gpuOccupancyMaxActiveBlocksPerMultiprocessor hipOccupancyMaxActiveBlocksPerMultiprocessor
 // hipBLASLt: the cuBLASLt names below, for the BlasLt MLPs (src/cuda/blaslt_*).
 #include <hipblaslt/hipblaslt.h>
 #define gpublasStatus_t hipblasStatus_t
@@ -99,6 +108,15 @@
 #define gpuFreeAsync cudaFreeAsync
 #define gpuMemsetAsync cudaMemsetAsync
 #define gpuDeviceSynchronize cudaDeviceSynchronize
+// Launch tuning (the fused MLP): device limits, occupancy, large dynamic shared memory.
+#define gpuDeviceGetAttribute cudaDeviceGetAttribute
+#define gpuDevAttrMultiProcessorCount cudaDevAttrMultiProcessorCount
+#define gpuDevAttrMaxSharedMemoryPerBlockOptin cudaDevAttrMaxSharedMemoryPerBlockOptin
+#define gpuDevAttrComputeCapabilityMajor cudaDevAttrComputeCapabilityMajor
+#define gpuDevAttrComputeCapabilityMinor cudaDevAttrComputeCapabilityMinor
+#define gpuFuncSetAttribute cudaFuncSetAttribute
+#define gpuFuncAttributeMaxDynamicSharedMemorySize cudaFuncAttributeMaxDynamicSharedMemorySize
+#define gpuOccupancyMaxActiveBlocksPerMultiprocessor cudaOccupancyMaxActiveBlocksPerMultiprocessor
 // cuBLASLt, for the BlasLt MLPs (src/cuda/blaslt_*).
 #include <cublasLt.h>
 #define gpublasStatus_t cublasStatus_t
