@@ -36,11 +36,13 @@ void check_cpu_precision(const BuildOptions& o) {
 }
 
 json network_hyperparams(const MlpSpec& s) {
-  return {{"otype", s.otype},
-          {"n_neurons", s.n_neurons},
-          {"n_hidden_layers", s.n_hidden_layers},
-          {"activation", to_string(s.activation)},
-          {"output_activation", to_string(s.output_activation)}};
+  json h = {{"otype", s.otype},
+            {"n_neurons", s.n_neurons},
+            {"n_hidden_layers", s.n_hidden_layers},
+            {"activation", to_string(s.activation)},
+            {"output_activation", to_string(s.output_activation)}};
+  if (s.otype == "FullyFusedMLP") h["precision"] = to_string(s.precision);
+  return h;
 }
 
 }  // namespace

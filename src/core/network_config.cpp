@@ -101,7 +101,9 @@ MlpSpec parse_network_config(const json& config, uint32_t n_input_dims, uint32_t
   MlpSpec spec;
   spec.otype = read_otype(defaulted, path, known);
   if (spec.otype == "MLP") spec.otype = "CutlassMLP";  // tiny-cuda-nn's alias
-  ConfigReader r(defaulted, path, {"n_neurons", "n_hidden_layers", "activation", "output_activation", "n_input_dims", "n_output_dims"});
+  std::vector<std::string> keys = {"n_neurons", "n_hidden_layers", "activation", "output_activation", "n_input_dims", "n_output_dims"};
+  if (spec.otype == "FullyFusedMLP") keys.push_back("precision");
+  ConfigReader r(defaulted, path, keys);
 
   if (r.has("n_input_dims") && r.get_uint("n_input_dims", 0, 0, UINT32_MAX) != n_input_dims)
     r.fail("n_input_dims", "differs from the model's input width " + std::to_string(n_input_dims), std::to_string(n_input_dims));
@@ -122,6 +124,7 @@ MlpSpec parse_network_config(const json& config, uint32_t n_input_dims, uint32_t
     if (spec.n_neurons != 16 && spec.n_neurons != 32 && spec.n_neurons != 64 && spec.n_neurons != 128)
       r.fail("n_neurons", "FullyFusedMLP runs hidden widths of tensor-core tiles only", "16, 32, 64, 128 (or CutlassMLP / PortableMLP for any width)");
     spec.n_hidden_layers = r.get_uint("n_hidden_layers", 5, 1, 64);
+    spec.precision = r.get_choice("precision", "f16", {"f16", "bf16"}) == "bf16" ? DType::BF16 : DType::F16;
   } else {
     spec.n_neurons = r.get_uint("n_neurons", 128, 1, 8192);
     spec.n_hidden_layers = r.get_uint("n_hidden_layers", 5, 0, 64);

@@ -22,6 +22,10 @@ struct MlpSpec {
   Activation activation = Activation::ReLU;
   Activation output_activation = Activation::None;
   bool biases = true;
+  // FullyFusedMLP's "precision": the 16-bit type its GPU kernels store parameters and
+  // activations in (f16 or bf16; accumulation is FP32 either way). The CPU reference computes
+  // every value in its own precision (BuildOptions::cpu_precision) whatever this says.
+  DType precision = DType::F16;
 };
 
 // All network otypes tinyfuse knows, and those this build runs on `device`.

@@ -7,8 +7,10 @@
 #include "tinyfuse/tensor.h"
 
 #if defined(TINYFUSE_WITH_HIP)
+#include <hip/hip_bf16.h>
 #include <hip/hip_fp16.h>
 #else
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #endif
 
@@ -31,11 +33,14 @@ inline unsigned blocks_for(int64_t n, int threads = kThreadsPerBlock) {
 template <typename T> struct gpu_dtype_of;
 template <> struct gpu_dtype_of<float> { static constexpr DType value = DType::F32; };
 template <> struct gpu_dtype_of<__half> { static constexpr DType value = DType::F16; };
+template <> struct gpu_dtype_of<__nv_bfloat16> { static constexpr DType value = DType::BF16; };
 
 __device__ __forceinline__ float to_float(float x) { return x; }
 __device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
+__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
 template <typename T> __device__ __forceinline__ T from_float(float x);
 template <> __device__ __forceinline__ float from_float<float>(float x) { return x; }
 template <> __device__ __forceinline__ __half from_float<__half>(float x) { return __float2half_rn(x); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
 
 }  // namespace tinyfuse::cuda

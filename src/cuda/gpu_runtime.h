@@ -31,7 +31,7 @@
 #define gpuFreeAsync hipFreeAsync
 #define gpuMemsetAsync hipMemsetAsync
 #define gpuDeviceSynchronize hipDeviceSynchronize
-// Device queries, kernel attributes, streams and graphs (Width64FusedMLP, the GPU tests).
+// Device queries, kernel attributes, streams and graphs (the fused MLPs, the GPU tests).
 #define gpuDeviceGetAttribute hipDeviceGetAttribute
 #define gpuDevAttrMultiProcessorCount hipDeviceAttributeMultiprocessorCount
 #define gpuDevAttrComputeCapabilityMajor hipDeviceAttributeComputeCapabilityMajor
@@ -53,6 +53,7 @@
 #define gpuGraphLaunch hipGraphLaunch
 #define gpuGraphExecDestroy hipGraphExecDestroy
 #define gpuGraphDestroy hipGraphDestroy
+#define gpuDevAttrMaxSharedMemoryPerBlockOptin hipDeviceAttributeSharedMemPerBlockOptin
 // hipBLASLt: the cuBLASLt names below, for the BlasLt MLPs (src/cuda/blaslt_*).
 #include <hipblaslt/hipblaslt.h>
 #define gpublasStatus_t hipblasStatus_t
@@ -121,7 +122,7 @@
 #define gpuFreeAsync cudaFreeAsync
 #define gpuMemsetAsync cudaMemsetAsync
 #define gpuDeviceSynchronize cudaDeviceSynchronize
-// Device queries, kernel attributes, streams and graphs (Width64FusedMLP, the GPU tests).
+// Device queries, kernel attributes, streams and graphs (the fused MLPs, the GPU tests).
 #define gpuDeviceGetAttribute cudaDeviceGetAttribute
 #define gpuDevAttrMultiProcessorCount cudaDevAttrMultiProcessorCount
 #define gpuDevAttrComputeCapabilityMajor cudaDevAttrComputeCapabilityMajor
@@ -143,6 +144,7 @@
 #define gpuGraphLaunch cudaGraphLaunch
 #define gpuGraphExecDestroy cudaGraphExecDestroy
 #define gpuGraphDestroy cudaGraphDestroy
+#define gpuDevAttrMaxSharedMemoryPerBlockOptin cudaDevAttrMaxSharedMemoryPerBlockOptin
 // cuBLASLt, for the BlasLt MLPs (src/cuda/blaslt_*).
 #include <cublasLt.h>
 #define gpublasStatus_t cublasStatus_t

@@ -78,6 +78,28 @@ TEST(Config, FullyFusedMlpRules) {
   EXPECT_NO_THROW(create_network_with_input_encoding(5, 4, {{"otype", "Identity"}}, {{"otype", "FullyFusedMLP"}, {"n_neurons", 64}}));
 }
 
+// FullyFusedMLP's optional "precision" (the GPU kernels' 16-bit storage type) is read on every
+// backend, so a config means the same everywhere: the CPU accepts both values and computes in
+// its own precision, and no other otype has the key.
+TEST(Config, FullyFusedMlpPrecision) {
+  for (const char* p : {"f16", "bf16", "BF16"}) {
+    auto net = create_network({{"otype", "FullyFusedMLP"}, {"n_neurons", 16}, {"n_hidden_layers", 1}, {"precision", p}}, 16, 4);
+    EXPECT_EQ(net->param_dtype(), DType::F32) << p;
+    EXPECT_EQ(net->hyperparams().at("precision"), std::string(p) == "f16" ? "f16" : "bf16");
+  }
+  EXPECT_EQ(create_network({{"otype", "FullyFusedMLP"}}, 16, 4)->hyperparams().at("precision"), "f16");
+  auto v = expect_config_error([] { create_network({{"otype", "FullyFusedMLP"}, {"precision", "f32"}}, 16, 4); });
+  EXPECT_EQ(v.key(), "network.precision");
+  EXPECT_TRUE(contains(v.accepted(), "f16, bf16")) << v.what();
+  auto t = expect_config_error([] { create_network({{"otype", "FullyFusedMLP"}, {"precision", 16}}, 16, 4); });
+  EXPECT_EQ(t.key(), "network.precision");
+  for (const char* other : {"CutlassMLP", "PortableMLP"}) {
+    auto o = expect_config_error([&] { create_network({{"otype", other}, {"precision", "bf16"}}, 16, 4); });
+    EXPECT_EQ(o.key(), "network.precision") << other;
+    EXPECT_TRUE(contains(o.rule(), "unknown key")) << o.what();
+  }
+}
+
 TEST(Config, TinyCudaNnDefaults) {
   auto net = create_network({{"otype", "CutlassMLP"}}, 16, 3);
   EXPECT_EQ(net->width(0), 128u);

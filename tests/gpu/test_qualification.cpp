@@ -42,6 +42,10 @@ const Case kCases[] = {
     // dY; tests/gpu/test_blaslt_mlp.cpp checks ReLU layer by layer against FP16-rounded storage.
     {"BlasLtMLPFP16", 64, 64, 2, 64, "Tanh", "None", 2e-3},
     {"BlasLtMLPFP16", 128, 128, 2, 128, "SiLU", "None", 2e-3},
+    // FullyFusedMLP (FP16, no biases, output padded to 16), likewise; ReLU and every other
+    // activation in tests/gpu/test_fully_fused_mlp.cpp.
+    {"FullyFusedMLP", 64, 64, 2, 64, "Tanh", "None", 2e-3},
+    {"FullyFusedMLP", 128, 128, 2, 128, "SiLU", "None", 2e-3},
 };
 
 std::vector<int64_t> batch_sizes() {
@@ -59,8 +63,8 @@ json config_of(const Case& c, const std::string& otype) {
 }
 json config_of(const Case& c) { return config_of(c, c.otype); }
 // The CPU reference: PortableMLP has the same layout (weights then bias per layer) as every
-// GPU network in kCases.
-json reference_config_of(const Case& c) { return config_of(c, "PortableMLP"); }
+// GPU network in kCases with biases; FullyFusedMLP is checked against its own CPU version.
+json reference_config_of(const Case& c) { return config_of(c, c.otype == "FullyFusedMLP" ? c.otype : "PortableMLP"); }
 
 // Values as stored in `dtype`, read back as double (what the GPU actually computes with).
 std::vector<double> rounded(const std::vector<float>& v, DType dtype) {
@@ -256,7 +260,7 @@ TEST_P(TrainingTrajectory, FollowsCpuTrainer) {
               {"optimizer", {{"otype", "Adam"}, {"learning_rate", 1e-3}}},
               {"network", {{"otype", otype}, {"n_neurons", 64}, {"n_hidden_layers", 2}, {"activation", "ReLU"}}}};
   json cpu_cfg = cfg;
-  cpu_cfg["network"]["otype"] = "PortableMLP";
+  cpu_cfg["network"]["otype"] = otype == "FullyFusedMLP" ? "FullyFusedMLP" : "PortableMLP";  // same layout
   Model gpu = create_from_config(64, 64, cfg, {Device::CUDA}, 1337);
   Model cpu = create_from_config(64, 64, cpu_cfg, {Device::CPU}, 1337);
   ASSERT_EQ(gpu.trainer->params_host(), cpu.trainer->params_host()) << "same seed, same layout, same initial parameters";
@@ -284,7 +288,8 @@ TEST_P(TrainingTrajectory, FollowsCpuTrainer) {
 INSTANTIATE_TEST_SUITE_P(GpuTrainers, TrainingTrajectory,
                          ::testing::Values(std::make_pair(std::string("PortableMLP"), 1e-3),
                                            std::make_pair(std::string("BlasLtMLP"), 1e-3),
-                                           std::make_pair(std::string("BlasLtMLPFP16"), 3e-2)),
+                                           std::make_pair(std::string("BlasLtMLPFP16"), 3e-2),
+                                           std::make_pair(std::string("FullyFusedMLP"), 3e-2)),
                          [](const auto& info) { return info.param.first; });
 
 }  // namespace

@@ -1,0 +1,248 @@
+// FullyFusedMLP on CUDA: the Network around the fused kernels (launch.h states their semantics).
+//
+//   inference()  one fused forward kernel: input -> output, nothing else touches memory.
+//   forward()    the same kernel, also writing what backward() needs into the context: every
+//                hidden layer's y (the next layer's input) and z where act' cannot be read from y
+//                (hidden activations other than None / ReLU / LeakyReLU; the output layer's z
+//                unless its activation is None).
+//   backward()   one fused backward kernel (dL/dinput and, for parameter gradients, every layer's
+//                dZ), then per layer the deterministic split-K weight-gradient kernel
+//                dW = dZ^T X (weight_grad.cu).
+//
+// The kernels need 16-byte aligned matrices with row strides of a multiple of 8 elements; views
+// that are not (a column slice starting mid-row, say) are staged through aligned scratch with one
+// 2-D copy each way. All work goes on stream_of(input); scratch comes from the stream-ordered
+// pool; nothing synchronises the host.
+#include "cuda/fused/fully_fused_mlp.h"
+
+#include <algorithm>
+#include <string>
+
+#include "core/mlp_base.h"
+#include "cuda/common.cuh"
+#include "cuda/fused/launch.h"
+#include "tinyfuse/buffer.h"
+#include "tinyfuse/errors.h"
+
+namespace tinyfuse::cuda {
+
+namespace {
+
+constexpr size_t kAlign = 256;  // bytes: start of every sub-allocation
+
+size_t round_up(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
+
+bool kernel_ready(const TensorView& v) {
+  return reinterpret_cast<uintptr_t>(v.data) % 16 == 0 && v.strides[0] % 8 == 0;
+}
+
+// A matrix the kernels can use in place of a caller's view: the view itself, or aligned scratch.
+struct Staged {
+  Buffer scratch;
+  void* data = nullptr;
+  int64_t ld = 0;
+};
+
+Staged stage(const TensorView& v, bool copy_in, gpuStream_t s) {
+  Staged out;
+  if (kernel_ready(v)) {
+    out.data = v.data;
+    out.ld = v.strides[0];
+    return out;
+  }
+  const size_t es = dtype_size(v.dtype);
+  out.scratch = Buffer::on_stream(Device::CUDA, std::max<size_t>(1, v.rows() * v.cols() * es), v.stream);
+  out.data = out.scratch.data();
+  out.ld = v.cols();
+  if (copy_in && v.rows() > 0)
+    TF_GPU_CHECK(gpuMemcpy2DAsync(out.data, v.cols() * es, v.data, v.strides[0] * es, v.cols() * es, v.rows(),
+                                  gpuMemcpyDefault, s));
+  return out;
+}
+
+// Copies staged results back into the caller's view (nothing when the view was used in place).
+void unstage(const Staged& st, const TensorView& v, gpuStream_t s) {
+  if (st.data == v.data || v.rows() == 0) return;
+  const size_t es = dtype_size(v.dtype);
+  TF_GPU_CHECK(gpuMemcpy2DAsync(v.data, v.strides[0] * es, st.data, st.ld * es, v.cols() * es, v.rows(),
+                                gpuMemcpyDefault, s));
+}
+
+template <typename T>
+struct FusedContext final : Context {
+  Buffer arena;
+  int64_t batch = 0;
+  T* hidden_y = nullptr;  // n_hidden (batch x width)
+  T* hidden_z = nullptr;  // the same, or null
+  T* out_z = nullptr;     // (batch x padded output), or null
+};
+
+template <typename T>
+class FullyFusedMlp final : public MlpBase {
+ public:
+  FullyFusedMlp(MlpSpec spec, json hyperparams) : MlpBase(std::move(spec), std::move(hyperparams)) {
+    if (spec_.biases || spec_.n_hidden_layers < 1 || spec_.input_width % 16 != 0 || spec_.padded_output_width % 16 != 0)
+      throw UnsupportedError("internal: " + spec_.otype + " spec breaks its config rules");
+    shape_.width = static_cast<int>(spec_.n_neurons);
+    shape_.in_width = static_cast<int>(spec_.input_width);
+    shape_.out_width = static_cast<int>(spec_.padded_output_width);
+    shape_.n_hidden = static_cast<int>(spec_.n_hidden_layers);
+    shape_.act = spec_.activation;
+    shape_.out_act = spec_.output_activation;
+    fused::check_device_supports(kDType, shape_, spec_.otype);
+  }
+
+  Device device() const override { return Device::CUDA; }
+  DType param_dtype() const override { return kDType; }
+  DType input_dtype() const override { return kDType; }
+  DType output_dtype() const override { return kDType; }
+
+  void set_params(const TensorView& params, const TensorView& inference_params, const TensorView& gradients) override {
+    params_ = static_cast<T*>(checked_param_view(params, "params", false));
+    inference_params_ = static_cast<T*>(checked_param_view(inference_params, "inference_params", false));
+    gradients_ = static_cast<T*>(checked_param_view(gradients, "gradients", true));
+  }
+
+  void inference(const TensorView& input, const TensorView& output) override {
+    check_io(input, &output);
+    run_forward(input, inference_params_, nullptr, &output);
+  }
+
+  std::unique_ptr<Context> forward(const TensorView& input, const TensorView* output, bool use_inference_params,
+                                   bool /*prepare_input_gradients*/) override {
+    check_io(input, output);
+    auto ctx = std::make_unique<FusedContext<T>>();
+    run_forward(input, use_inference_params ? inference_params_ : params_, ctx.get(), output);
+    return ctx;
+  }
+
+  void backward(const Context& base_ctx, const TensorView& input, const TensorView& /*output*/,
+                const TensorView& dL_doutput, const TensorView* dL_dinput, bool use_inference_params,
+                GradientMode mode) override {
+    const auto* ctx = dynamic_cast<const FusedContext<T>*>(&base_ctx);
+    if (!ctx) throw Error(name() + "::backward: context does not come from this network's forward()");
+    check_io(input, nullptr);
+    const int64_t batch = input.rows();
+    check_matrix(dL_doutput, "dL_doutput", batch, padded_output_width(), kDType, Device::CUDA);
+    check_rows_dense(dL_doutput, "dL_doutput");
+    if (dL_dinput) {
+      check_matrix(*dL_dinput, "dL_dinput", batch, input_width(), kDType, Device::CUDA);
+      check_rows_dense(*dL_dinput, "dL_dinput");
+    }
+    if (ctx->batch != batch)
+      throw ShapeError(name() + "::backward: input batch differs from the forward() that made the context");
+    if (mode != GradientMode::Ignore && !gradients_)
+      throw Error(name() + "::backward: parameter gradients requested but set_params() got no gradient buffer");
+    const gpuStream_t s = stream_of(input);
+    if (batch == 0) {
+      if (mode == GradientMode::Overwrite) TF_GPU_CHECK(gpuMemsetAsync(gradients_, 0, n_params_ * sizeof(T), s));
+      return;
+    }
+    const bool param_grads = mode != GradientMode::Ignore;
+    if (!param_grads && !dL_dinput) return;
+
+    // Scratch: every layer's dZ, and the weight-gradient partial sums (reused layer by layer).
+    const size_t w = spec_.n_neurons, out = spec_.padded_output_width;
+    size_t partial_floats = 0;
+    for (const Layer& l : layers_)
+      partial_floats = std::max(partial_floats, fused::weight_grad_partial_floats(batch, l.out, l.in));
+    const size_t dz_bytes = param_grads ? round_up((spec_.n_hidden_layers * w + out) * batch * sizeof(T)) : 0;
+    const size_t partial_bytes = param_grads ? round_up(partial_floats * sizeof(float)) : 0;
+    Buffer scratch = Buffer::on_stream(Device::CUDA, std::max<size_t>(1, dz_bytes + partial_bytes), input.stream);
+    T* dz = param_grads ? static_cast<T*>(scratch.data()) : nullptr;
+    float* partial = reinterpret_cast<float*>(static_cast<char*>(scratch.data()) + dz_bytes);
+
+    const Staged dout = stage(dL_doutput, true, s);
+    Staged din;
+    if (dL_dinput) din = stage(*dL_dinput, false, s);
+
+    fused::BackwardArgs a;
+    a.batch = batch;
+    a.weights = use_inference_params ? inference_params_ : params_;
+    a.dL_doutput = dout.data;
+    a.ld_dout = dout.ld;
+    a.hidden_deriv = fused::derivative_from_y(spec_.activation) ? ctx->hidden_y : ctx->hidden_z;
+    a.out_z = ctx->out_z;
+    a.dz = dz;
+    a.dL_dinput = dL_dinput ? din.data : nullptr;
+    a.ld_din = din.ld;
+    fused::launch_backward(kDType, shape_, a, s);
+    if (dL_dinput) unstage(din, *dL_dinput, s);
+
+    if (!param_grads) return;
+    const Staged x0 = stage(input, true, s);
+    const bool accumulate = mode == GradientMode::Accumulate;
+    for (size_t li = 0; li < layers_.size(); ++li) {
+      const Layer& l = layers_[li];
+      const void* x = li == 0 ? x0.data : static_cast<const void*>(ctx->hidden_y + (li - 1) * batch * w);
+      const int64_t ld_x = li == 0 ? x0.ld : static_cast<int64_t>(w);
+      const T* dz_l = dz + li * batch * w;  // the output layer's dZ follows the hidden ones
+      fused::launch_weight_gradient(kDType, batch, dz_l, l.out, l.out, x, ld_x, l.in, partial,
+                                    gradients_ + l.weight_offset, accumulate, s);
+    }
+  }
+
+ private:
+  static constexpr DType kDType = gpu_dtype_of<T>::value;
+
+  void check_io(const TensorView& input, const TensorView* output) const {
+    if (!params_) throw Error(name() + ": no parameters set; call set_params() (or use a Trainer) first");
+    check_matrix(input, "input", -1, input_width(), kDType, Device::CUDA);
+    check_rows_dense(input, "input");
+    if (output) {
+      check_matrix(*output, "output", input.rows(), padded_output_width(), kDType, Device::CUDA);
+      check_rows_dense(*output, "output");
+    }
+  }
+
+  void run_forward(const TensorView& input, const T* weights, FusedContext<T>* keep, const TensorView* output) const {
+    const int64_t batch = input.rows();
+    const gpuStream_t s = stream_of(input);
+    fused::ForwardArgs a;
+    a.batch = batch;
+    a.weights = weights;
+    if (keep) {
+      const size_t hidden_bytes = round_up(static_cast<size_t>(batch) * spec_.n_neurons * spec_.n_hidden_layers * sizeof(T));
+      const bool keep_z = fused::hidden_keeps_z(spec_.activation);
+      const bool keep_out_z = fused::output_keeps_z(spec_.output_activation);
+      const size_t out_bytes = round_up(static_cast<size_t>(batch) * spec_.padded_output_width * sizeof(T));
+      const size_t bytes = hidden_bytes * (keep_z ? 2 : 1) + (keep_out_z ? out_bytes : 0);
+      keep->batch = batch;
+      keep->arena = Buffer::on_stream(Device::CUDA, std::max<size_t>(1, bytes), input.stream);
+      char* base = static_cast<char*>(keep->arena.data());
+      keep->hidden_y = reinterpret_cast<T*>(base);
+      keep->hidden_z = keep_z ? reinterpret_cast<T*>(base + hidden_bytes) : nullptr;
+      keep->out_z = keep_out_z ? reinterpret_cast<T*>(base + hidden_bytes * (keep_z ? 2 : 1)) : nullptr;
+      a.hidden_y = keep->hidden_y;
+      a.hidden_z = keep->hidden_z;
+      a.out_z = keep->out_z;
+    }
+    if (batch == 0) return;
+    const Staged in = stage(input, true, s);
+    a.input = in.data;
+    a.ld_in = in.ld;
+    Staged out;
+    if (output) {
+      out = stage(*output, false, s);
+      a.output = out.data;
+      a.ld_out = out.ld;
+    }
+    fused::launch_forward(kDType, shape_, a, s);
+    if (output) unstage(out, *output, s);
+  }
+
+  fused::FusedShape shape_;
+  T* params_ = nullptr;
+  T* inference_params_ = nullptr;
+  T* gradients_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<Network> make_fully_fused_mlp(const MlpSpec& spec, json hyperparams) {
+  if (spec.precision == DType::F16) return std::make_unique<FullyFusedMlp<__half>>(spec, std::move(hyperparams));
+  if (spec.precision == DType::BF16) return std::make_unique<FullyFusedMlp<__nv_bfloat16>>(spec, std::move(hyperparams));
+  throw UnsupportedError("internal: FullyFusedMLP precision " + to_string(spec.precision));
+}
+
+}  // namespace tinyfuse::cuda

@@ -1,0 +1,81 @@
+// Host entry points of the fused-MLP kernels (src/cuda/fused/*.cu), in the network's terms.
+//
+// Semantics shared by every kernel (tiny-cuda-nn's FullyFusedMLP, more accurate accumulation):
+// no biases; every product accumulates in FP32 on tensor cores; a layer's pre-activation z is
+// rounded to the storage type T (FP16 or BF16), y = act(z) is computed in FP32 from that rounded
+// z and rounded to T; y feeds the next layer. Backward: dY of a hidden layer is the FP32 product
+// rounded to T, dZ = dY * act'(z) rounded to T. Every value that would be stored in memory by a
+// layer-by-layer implementation is rounded exactly there, whether or not it actually leaves the
+// chip, so the result does not depend on what stays in registers.
+//
+// Memory rules the kernels rely on (the network class guarantees them, staging through aligned
+// scratch otherwise): input / output / gradient matrices start 16-byte aligned and their row
+// strides are multiples of 8 elements; every width is a multiple of 16. Parameters may have any
+// element alignment.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "cuda/gpu_runtime.h"
+#include "tinyfuse/activation.h"
+#include "tinyfuse/common.h"
+
+namespace tinyfuse::cuda::fused {
+
+struct FusedShape {
+  int width = 64;       // hidden width: 16, 32, 64 or 128
+  int in_width = 16;    // multiple of 16
+  int out_width = 16;   // padded output width, multiple of 16
+  int n_hidden = 1;     // >= 1
+  Activation act = Activation::ReLU, out_act = Activation::None;
+};
+
+// What forward() keeps for backward(): every hidden layer's y (the next layer's input, for its
+// weight gradient); z where the derivative cannot be read from y.
+inline bool derivative_from_y(Activation a) {
+  return a == Activation::None || a == Activation::ReLU || a == Activation::LeakyReLU;
+}
+inline bool hidden_keeps_z(Activation a) { return !derivative_from_y(a); }
+inline bool output_keeps_z(Activation a) { return a != Activation::None; }
+
+struct ForwardArgs {
+  int64_t batch = 0;
+  const void* input = nullptr;
+  int64_t ld_in = 0;
+  const void* weights = nullptr;  // the flat parameters: each layer's (out x in) weights, back to back
+  void* output = nullptr;         // (batch x out_width), or null
+  int64_t ld_out = 0;
+  void* hidden_y = nullptr;  // n_hidden dense (batch x width) matrices back to back, or null (inference)
+  void* hidden_z = nullptr;  // the same for z, or null
+  void* out_z = nullptr;     // the output layer's z, dense (batch x out_width), or null
+};
+
+struct BackwardArgs {
+  int64_t batch = 0;
+  const void* weights = nullptr;
+  const void* dL_doutput = nullptr;
+  int64_t ld_dout = 0;
+  const void* hidden_deriv = nullptr;  // hidden_z, or hidden_y where derivative_from_y(act)
+  const void* out_z = nullptr;         // needed where output_keeps_z(out_act)
+  void* dz = nullptr;  // null, or n_hidden dense (batch x width) matrices then (batch x out_width)
+  void* dL_dinput = nullptr;  // (batch x in_width), or null
+  int64_t ld_din = 0;
+};
+
+// T = F16 or BF16. Nothing here synchronises the host.
+void launch_forward(DType t, const FusedShape& shape, const ForwardArgs& args, gpuStream_t stream);
+void launch_backward(DType t, const FusedShape& shape, const BackwardArgs& args, gpuStream_t stream);
+
+// Weight gradient of one layer: grad (rows x cols, row-major, T) = [grad +] dz^T x, summed over
+// the batch in FP32 in an order fixed by the batch size (bitwise repeatable; no atomics).
+// dz is (batch x rows), x (batch x cols); partial must hold weight_grad_partial_floats() floats.
+size_t weight_grad_partial_floats(int64_t batch, int rows, int cols);
+void launch_weight_gradient(DType t, int64_t batch, const void* dz, int64_t ld_dz, int rows, const void* x,
+                            int64_t ld_x, int cols, float* partial, void* grad, bool accumulate, gpuStream_t stream);
+
+// Checks at construction that this device can run the shape (sm_75+, sm_80+ for BF16; one
+// layer's weights fit in shared memory); throws ConfigError / UnsupportedError naming what works.
+void check_device_supports(DType t, const FusedShape& shape, const std::string& otype);
+
+}  // namespace tinyfuse::cuda::fused

@@ -1,0 +1,62 @@
+#include "cuda/fused/launch_config.h"
+
+#include <mutex>
+#include <unordered_map>
+
+#include "tinyfuse/buffer.h"
+#include "tinyfuse/errors.h"
+
+namespace tinyfuse::cuda::fused {
+
+const DeviceLimits& device_limits() {
+  static std::mutex mutex;
+  static std::unordered_map<int, DeviceLimits> cache;  // by device ordinal; entries never move
+  int device = 0;
+  TF_GPU_CHECK(gpuGetDevice(&device));
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = cache.find(device);
+  if (it != cache.end()) return it->second;
+  DeviceLimits d;
+  int smem = 0;
+  TF_GPU_CHECK(gpuDeviceGetAttribute(&d.sm_count, gpuDevAttrMultiProcessorCount, device));
+  TF_GPU_CHECK(gpuDeviceGetAttribute(&smem, gpuDevAttrMaxSharedMemoryPerBlockOptin, device));
+  TF_GPU_CHECK(gpuDeviceGetAttribute(&d.major, gpuDevAttrComputeCapabilityMajor, device));
+  TF_GPU_CHECK(gpuDeviceGetAttribute(&d.minor, gpuDevAttrComputeCapabilityMinor, device));
+  d.max_smem_per_block = static_cast<size_t>(smem);
+  return cache.emplace(device, d).first->second;
+}
+
+void check_device_supports(DType t, const FusedShape& shape, const std::string& otype) {
+  if (gpu_count() == 0) return;  // nothing can run; the first call reports that
+  const DeviceLimits& dev = device_limits();
+  const int cc = dev.major * 10 + dev.minor;
+  const std::string arch = "sm_" + std::to_string(cc);
+  if (t == DType::BF16 && cc < 80)
+    throw ConfigError("network.precision", "\"bf16\"", otype + " in bf16 needs BF16 tensor cores (sm_80 or newer); this device is " + arch,
+                      "\"f16\" (sm_75 or newer)");
+  if (cc < 75)
+    throw UnsupportedError(otype + " needs tensor cores with mma.sync (sm_75 or newer); this device is " + arch +
+                           ". BlasLtMLPFP16 or PortableMLP run here.");
+  const size_t elem = dtype_size(t);
+  const SmemPlan plan = plan_smem(shape, elem, dev.max_smem_per_block / 2);
+  if (plan.bytes <= dev.max_smem_per_block) return;
+  // One layer does not fit: name the wider of the first and last layers.
+  const size_t limit_rows = dev.max_smem_per_block / elem;
+  const bool input_wider = shape.in_width >= shape.out_width;
+  const int other = shape.width;
+  const size_t max_w = (limit_rows / other > kSmemPad ? limit_rows / other - kSmemPad : 0) / 16 * 16;
+  if (input_wider)
+    throw ConfigError("network.n_input_dims", std::to_string(shape.in_width),
+                      otype + " keeps a layer's weights in shared memory; the first layer's " + std::to_string(other) + " x " +
+                          std::to_string(shape.in_width) + " weights exceed this device's " +
+                          std::to_string(dev.max_smem_per_block) + " bytes per block",
+                      "an input width of at most " + std::to_string(max_w) + ", or BlasLtMLPFP16 / PortableMLP");
+  const size_t max_out = limit_rows / (other + kSmemPad) / 16 * 16;
+  throw ConfigError("network.n_output_dims", std::to_string(shape.out_width),
+                    otype + " keeps a layer's weights in shared memory; the output layer's " + std::to_string(shape.out_width) +
+                        " x " + std::to_string(other) + " weights exceed this device's " +
+                        std::to_string(dev.max_smem_per_block) + " bytes per block",
+                    "a padded output width of at most " + std::to_string(max_out) + ", or BlasLtMLPFP16 / PortableMLP");
+}
+
+}  // namespace tinyfuse::cuda::fused

@@ -1,0 +1,50 @@
+// Grid and shared memory of a fused-MLP launch: weights resident in shared memory when every
+// layer fits half of the device's per-block limit (so two blocks share an SM), else staged one
+// layer at a time; as many blocks as the SMs hold at once, looping over the tiles.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+#include "cuda/fused/kernel_common.cuh"
+
+namespace tinyfuse::cuda::fused {
+
+struct DeviceLimits {
+  int sm_count = 0;
+  size_t max_smem_per_block = 0;  // opt-in maximum of dynamic shared memory
+  int major = 0, minor = 0;       // compute capability
+};
+// This thread's current device, queried once per device.
+const DeviceLimits& device_limits();
+
+struct LaunchConfig {
+  unsigned grid = 0;  // 0: nothing to launch (empty batch)
+  size_t smem_bytes = 0;
+  bool resident = false;
+  int64_t n_tiles = 0;
+};
+
+template <typename Kernel>
+LaunchConfig launch_config(Kernel kernel, const FusedShape& shape, size_t elem_bytes, int block_rows, int64_t batch) {
+  LaunchConfig cfg;
+  if (batch <= 0) return cfg;
+  const DeviceLimits& dev = device_limits();
+  const SmemPlan plan = plan_smem(shape, elem_bytes, dev.max_smem_per_block / 2);
+  if (plan.bytes > dev.max_smem_per_block)
+    throw UnsupportedError("FullyFusedMLP: one layer's weights need " + std::to_string(plan.bytes) +
+                           " bytes of shared memory, this device allows " + std::to_string(dev.max_smem_per_block));
+  cfg.resident = plan.resident;
+  cfg.smem_bytes = plan.bytes;
+  TF_GPU_CHECK(gpuFuncSetAttribute(reinterpret_cast<const void*>(kernel), gpuFuncAttributeMaxDynamicSharedMemorySize,
+                                   static_cast<int>(cfg.smem_bytes)));
+  int per_sm = 0;
+  TF_GPU_CHECK(gpuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kWarpsPerBlock * kWarpSize, cfg.smem_bytes));
+  cfg.n_tiles = (batch + block_rows - 1) / block_rows;
+  const int64_t resident_blocks = static_cast<int64_t>(std::max(per_sm, 1)) * dev.sm_count;
+  cfg.grid = static_cast<unsigned>(std::min<int64_t>(cfg.n_tiles, std::max<int64_t>(resident_blocks, 1)));
+  return cfg;
+}
+
+}  // namespace tinyfuse::cuda::fused

@@ -1,0 +1,155 @@
+// Weight gradients of the fused MLP: dW (out x in) = dZ^T X summed over the batch, after the
+// fused backward kernel has written every layer's dZ.
+//
+// Why a follow-up kernel and not inside the fused backward: the sum runs over the whole batch,
+// so inside the fused kernel every block would need its own out x in FP32 partial (or atomics,
+// which are not deterministic). Here the batch is cut into chunks fixed by the batch size alone;
+// one block per (64 x 64 tile of dW, chunk) multiplies on tensor cores (FP16/BF16 operands,
+// FP32 accumulators) into an FP32 partial, and a second kernel adds the chunks in order: the
+// result is bitwise repeatable, and the only rounding to T is the final one.
+//
+// Operands from the row-major (batch x features) matrices, both through ldmatrix .trans:
+//   A (m = out, k = batch row) = dZ^T: stored rows are k, 8 consecutive m per 16 bytes;
+//   B (k = batch row, n = in)  = X:    stored rows are k, 8 consecutive n per 16 bytes.
+#include <algorithm>
+
+#include "cuda/fused/kernel_common.cuh"
+
+namespace tinyfuse::cuda::fused {
+
+namespace {
+
+constexpr int kTile = 64;         // dW tile of a block (out and in)
+constexpr int kStepRows = 32;     // batch rows staged in shared memory per step
+constexpr int kWarpTile = 32;     // dW tile of a warp: 2 x 2 warps per block
+constexpr int kMaxChunks = 512;   // the batch is cut into at most this many chunks ...
+constexpr int64_t kMinChunkRows = 256;  // ... of at least this many rows
+constexpr int kStride = kTile + kSmemPad;
+
+struct Split {
+  int64_t chunk_rows, chunks;
+};
+Split split_batch(int64_t batch) {
+  int64_t rows = std::max<int64_t>(kMinChunkRows, (batch + kMaxChunks - 1) / kMaxChunks);
+  rows = (rows + kStepRows - 1) / kStepRows * kStepRows;
+  return {rows, std::max<int64_t>(1, (batch + rows - 1) / rows)};
+}
+
+// One 32 x 64 slab of a row-major matrix into shared memory; zero outside rows [.., row_end)
+// and columns [.., cols).
+template <typename T>
+__device__ __forceinline__ void stage_slab(T (*dst)[kStride], const T* src, int64_t ld, int64_t row0, int64_t row_end,
+                                           int col0, int cols) {
+  constexpr int kChunks = kStepRows * kTile / 8;  // 16-byte pieces
+  for (int i = threadIdx.x; i < kChunks; i += blockDim.x) {
+    const int r = i / (kTile / 8), c = (i % (kTile / 8)) * 8;
+    const int64_t row = row0 + r;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (row < row_end && col0 + c < cols) v = __ldg(reinterpret_cast<const uint4*>(src + row * ld + col0 + c));
+    *reinterpret_cast<uint4*>(&dst[r][c]) = v;
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize)
+    weight_grad_partial_kernel(int64_t batch, const T* dz, int64_t ld_dz, int rows, const T* x, int64_t ld_x, int cols,
+                               int64_t chunk_rows, float* partial) {
+  static_assert(kWarpsPerBlock == 4, "a block is 2 x 2 warps of 32 x 32");
+  __shared__ __align__(16) T s_dz[kStepRows][kStride];
+  __shared__ __align__(16) T s_x[kStepRows][kStride];
+  const int m0 = blockIdx.y * kTile, n0 = blockIdx.x * kTile;
+  const int64_t chunk = blockIdx.z;
+  const int64_t r_begin = chunk * chunk_rows, r_end = std::min(batch, r_begin + chunk_rows);
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  const int wm = (warp / 2) * kWarpTile, wn = (warp % 2) * kWarpTile;  // within the block tile
+  const int q = lane / 8, r8 = lane % 8;
+  const bool active = m0 + wm < rows && n0 + wn < cols;  // warp-uniform
+
+  float acc[2][4][4];
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
+
+  for (int64_t k = r_begin; k < r_end; k += kStepRows) {
+    stage_slab(s_dz, dz, ld_dz, k, r_end, m0, rows);
+    stage_slab(s_x, x, ld_x, k, r_end, n0, cols);
+    __syncthreads();
+    if (active) {
+#pragma unroll
+      for (int ks = 0; ks < kStepRows / 16; ++ks) {
+        uint32_t a[2][4];
+#pragma unroll
+        for (int i = 0; i < 2; ++i) ldmatrix_x4_trans(a[i], &s_dz[16 * ks + (q / 2) * 8 + r8][wm + 16 * i + (q % 2) * 8]);
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          uint32_t b[4];
+          ldmatrix_x4_trans(b, &s_x[16 * ks + (q % 2) * 8 + r8][wn + 16 * j + (q / 2) * 8]);
+#pragma unroll
+          for (int i = 0; i < 2; ++i) {
+            mma_16816<T>(acc[i][2 * j], a[i], b[0], b[1]);
+            mma_16816<T>(acc[i][2 * j + 1], a[i], b[2], b[3]);
+          }
+        }
+      }
+    }
+    __syncthreads();
+  }
+
+  if (!active) return;
+  const int g = lane_group(), t = lane_in_group();
+  float* out = partial + chunk * static_cast<int64_t>(rows) * cols;
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int m = m0 + wm + 16 * i + g + 8 * h, n = n0 + wn + 8 * j + 2 * t;
+        if (m < rows && n < cols)
+          *reinterpret_cast<float2*>(out + static_cast<int64_t>(m) * cols + n) = make_float2(acc[i][j][2 * h], acc[i][j][2 * h + 1]);
+      }
+}
+
+// grad[e] = [grad[e] +] sum over chunks of partial[chunk][e], chunks in order.
+template <typename T>
+__global__ void weight_grad_reduce_kernel(int64_t chunks, int64_t elems, const float* partial, T* grad, bool accumulate) {
+  const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= elems) return;
+  float s = 0.0f;
+  for (int64_t c = 0; c < chunks; ++c) s += partial[c * elems + e];
+  grad[e] = from_float<T>(accumulate ? to_float(grad[e]) + s : s);
+}
+
+template <typename T>
+void launch_typed(int64_t batch, const void* dz, int64_t ld_dz, int rows, const void* x, int64_t ld_x, int cols,
+                  float* partial, void* grad, bool accumulate, gpuStream_t stream) {
+  const Split split = split_batch(batch);
+  const dim3 grid((cols + kTile - 1) / kTile, (rows + kTile - 1) / kTile, static_cast<unsigned>(split.chunks));
+  weight_grad_partial_kernel<T><<<grid, kWarpsPerBlock * kWarpSize, 0, stream>>>(
+      batch, static_cast<const T*>(dz), ld_dz, rows, static_cast<const T*>(x), ld_x, cols, split.chunk_rows, partial);
+  TF_GPU_CHECK_LAUNCH("weight_grad_partial_kernel");
+  const int64_t elems = static_cast<int64_t>(rows) * cols;
+  weight_grad_reduce_kernel<T><<<blocks_for(elems), kThreadsPerBlock, 0, stream>>>(split.chunks, elems, partial,
+                                                                                   static_cast<T*>(grad), accumulate);
+  TF_GPU_CHECK_LAUNCH("weight_grad_reduce_kernel");
+}
+
+}  // namespace
+
+size_t weight_grad_partial_floats(int64_t batch, int rows, int cols) {
+  return static_cast<size_t>(split_batch(batch).chunks) * rows * cols;
+}
+
+void launch_weight_gradient(DType t, int64_t batch, const void* dz, int64_t ld_dz, int rows, const void* x,
+                            int64_t ld_x, int cols, float* partial, void* grad, bool accumulate, gpuStream_t stream) {
+  if (batch <= 0) throw UnsupportedError("internal: weight gradient of an empty batch");
+  if (t == DType::F16) return launch_typed<__half>(batch, dz, ld_dz, rows, x, ld_x, cols, partial, grad, accumulate, stream);
+  if (t == DType::BF16)
+    return launch_typed<__nv_bfloat16>(batch, dz, ld_dz, rows, x, ld_x, cols, partial, grad, accumulate, stream);
+  throw UnsupportedError("internal: fused MLP dtype " + to_string(t));
+}
+
+}  // namespace tinyfuse::cuda::fused
