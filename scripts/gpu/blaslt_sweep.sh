@@ -13,7 +13,7 @@ settings=("default" "TINYFUSE_BLASLT_ALGO_RANK=1" "TINYFUSE_BLASLT_ALGO_RANK=2" 
 for s in "${settings[@]}"; do
   name=${s//=/-}
   echo "== $s" | tee -a "$OUT/blaslt-sweep.txt"
-  env $([ "$s" = default ] || echo "$s") .devcarry/bin/tinyfuse-bench --device cuda --networks BlasLtMLPFP16,BlasLtMLP \
-    --widths 64,128 --batches 18,20,22 --repeats 20 --warmup 5 --out "$OUT/blaslt-$name.json" 2>&1 |
+  env $([ "$s" = default ] || echo "$s") .devcarry/bin/tinyfuse-bench --device cuda --networks BlasLtMLPFP16 \
+    --widths 64,128 --batches 20,22 --repeats 15 --warmup 3 --out "$OUT/blaslt-$name.json" 2>&1 |
     grep -E "inference|training" | grep -v "^\[" | tee -a "$OUT/blaslt-sweep.txt"
 done
