@@ -46,12 +46,12 @@ const std::vector<BenchNetwork>& bench_networks(Device device) {
       {"CutlassMLP", "fp32", true},
       {"FullyFusedMLP", "fp32", false},
   };
-  // FullyFusedMLP and Width64FusedMLP: switch by_default on once the CUDA backend builds them.
+  // Width64FusedMLP: switch by_default on once the CUDA backend builds it.
   static const std::vector<BenchNetwork> cuda = {
       {"PortableMLP", "fp32", true},
       {"BlasLtMLP", "fp32", true},
       {"BlasLtMLPFP16", "fp16", true},
-      {"FullyFusedMLP", "fp16", false},
+      {"FullyFusedMLP", "fp16", true},
       {"Width64FusedMLP", "fp16", false},
   };
   return device == Device::CPU ? cpu : cuda;
