@@ -46,12 +46,11 @@ const std::vector<BenchNetwork>& bench_networks(Device device) {
       {"CutlassMLP", "fp32", true},
       {"FullyFusedMLP", "fp32", false},
   };
-  // FullyFusedMLP: switch by_default on once the CUDA backend builds it.
   static const std::vector<BenchNetwork> cuda = {
       {"PortableMLP", "fp32", true},
       {"BlasLtMLP", "fp32", true},
       {"BlasLtMLPFP16", "fp16", true},
-      {"FullyFusedMLP", "fp16", false},
+      {"FullyFusedMLP", "fp16", true},
       {"Width64FusedMLP", "fp16", true, /*inference_only=*/true, /*only_width=*/64},
   };
   return device == Device::CPU ? cpu : cuda;

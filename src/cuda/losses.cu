@@ -1,5 +1,5 @@
 // The losses on the GPU: one elementwise kernel over (batch, padded width) with the formulas the
-// CPU uses (core/loss_math.h), computed in float. Predictions are F32 or F16 and the gradients
+// CPU uses (core/loss_math.h), computed in float. Predictions are F32, F16 or BF16 and the gradients
 // are written in the prediction's dtype; targets, values and the optional data pdf are F32.
 #include <string>
 
@@ -59,8 +59,8 @@ class GpuLoss final : public Loss {
 
   void evaluate(float loss_scale, const TensorView& prediction, const TensorView& target, const TensorView& values,
                 const TensorView& gradients, const TensorView* data_pdf) const override {
-    if (prediction.dtype != DType::F32 && prediction.dtype != DType::F16)
-      throw ShapeError("prediction: dtype must be f32 or f16 on the GPU; got " + prediction.describe());
+    if (prediction.dtype != DType::F32 && prediction.dtype != DType::F16 && prediction.dtype != DType::BF16)
+      throw ShapeError("prediction: dtype must be f32, f16 or bf16 on the GPU; got " + prediction.describe());
     const DType pt = prediction.dtype;
     check_matrix(prediction, "prediction", -1, -1, pt, Device::CUDA);
     const int64_t batch = prediction.rows(), width = prediction.cols();
@@ -80,7 +80,11 @@ class GpuLoss final : public Loss {
     const Strided<const float> pdf =
         data_pdf ? strided<const float>(*data_pdf) : Strided<const float>{nullptr, 0, 0};
     const gpuStream_t stream = stream_of(prediction);
-    if (pt == DType::F16) {
+    if (pt == DType::BF16) {
+      loss_kernel<__nv_bfloat16><<<blocks_for(total), kThreadsPerBlock, 0, stream>>>(
+          kind_, batch, width, dims, n, loss_scale, strided<const __nv_bfloat16>(prediction), strided<const float>(target),
+          strided<float>(values), strided<__nv_bfloat16>(gradients), pdf, data_pdf != nullptr);
+    } else if (pt == DType::F16) {
       loss_kernel<__half><<<blocks_for(total), kThreadsPerBlock, 0, stream>>>(
           kind_, batch, width, dims, n, loss_scale, strided<const __half>(prediction), strided<const float>(target),
           strided<float>(values), strided<__half>(gradients), pdf, data_pdf != nullptr);

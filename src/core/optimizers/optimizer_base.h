@@ -112,9 +112,10 @@ inline void OptimizerBase::check_header(const json& header, size_t size) const {
 // ---- step() arguments --------------------------------------------------------------------
 
 // The dtypes a backend keeps model weights (params, gradients, inference params) in: f32 or f64
-// on the CPU (f64 is its reference mode), f32 or f16 on GPUs.
+// on the CPU (f64 is its reference mode), f32, f16 or bf16 on GPUs.
 inline bool weight_dtype_supported(Device device, DType t) {
-  return device == Device::CPU ? t == DType::F32 || t == DType::F64 : t == DType::F32 || t == DType::F16;
+  return device == Device::CPU ? t == DType::F32 || t == DType::F64
+                               : t == DType::F32 || t == DType::F16 || t == DType::BF16;
 }
 // Bytes per element of the widest of those dtypes.
 inline size_t widest_weight_dtype_size(Device device) { return device == Device::CPU ? 8 : 4; }

@@ -37,8 +37,10 @@ LaunchConfig launch_config(Kernel kernel, const FusedShape& shape, size_t elem_b
                            " bytes of shared memory, this device allows " + std::to_string(dev.max_smem_per_block));
   cfg.resident = plan.resident;
   cfg.smem_bytes = plan.bytes;
+  // Always the device maximum (never the size of this launch), so threads launching the same
+  // kernel for different networks cannot lower it under each other.
   TF_GPU_CHECK(gpuFuncSetAttribute(reinterpret_cast<const void*>(kernel), gpuFuncAttributeMaxDynamicSharedMemorySize,
-                                   static_cast<int>(cfg.smem_bytes)));
+                                   static_cast<int>(dev.max_smem_per_block)));
   int per_sm = 0;
   TF_GPU_CHECK(gpuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kWarpsPerBlock * kWarpSize, cfg.smem_bytes));
   cfg.n_tiles = (batch + block_rows - 1) / block_rows;

@@ -69,6 +69,8 @@ class Ema final : public GpuOptimizer {
       accumulate(t, static_cast<const float*>(source.data), args.stream);
     } else if (args.params && args.params_dtype == DType::F16) {
       accumulate(t, static_cast<const __half*>(args.params), args.stream);
+    } else if (args.params && args.params_dtype == DType::BF16) {
+      accumulate(t, static_cast<const __nv_bfloat16*>(args.params), args.stream);
     } else {
       accumulate(t, static_cast<const float*>(args.params ? args.params : args.master), args.stream);
     }
@@ -83,6 +85,8 @@ class Ema final : public GpuOptimizer {
     const float* ema = static_cast<const float*>(ema_.data());
     if (out.dtype == DType::F16)
       ema_write_kernel<<<blocks_for(n), kThreadsPerBlock, 0, stream_of(out)>>>(n, ema, static_cast<__half*>(out.data));
+    else if (out.dtype == DType::BF16)
+      ema_write_kernel<<<blocks_for(n), kThreadsPerBlock, 0, stream_of(out)>>>(n, ema, static_cast<__nv_bfloat16*>(out.data));
     else
       ema_write_kernel<<<blocks_for(n), kThreadsPerBlock, 0, stream_of(out)>>>(n, ema, static_cast<float*>(out.data));
     TF_GPU_CHECK_LAUNCH("ema_write_kernel");
