@@ -31,6 +31,11 @@ void check_width64_fused(const ConfigReader& r, MlpSpec& spec, uint32_t n_input_
   if (spec.activation != Activation::ReLU) r.fail("activation", only, "ReLU" + other);
   if (spec.output_activation != Activation::None)
     r.fail("output_activation", only + " and no output activation", "None" + other);
+  // "precision" as FullyFusedMLP spells it, so asking for another is an error here, not an unknown key.
+  if (r.has("precision") && !equals_case_insensitive(r.get_string("precision", "f16"), "f16"))
+    r.fail("precision", "Width64FusedMLP runs FP16 parameters, inputs and outputs only",
+           "f16; for bf16 use FullyFusedMLP, for f32 BlasLtMLP or PortableMLP");
+  spec.precision = DType::F16;
   if (n_input_dims != kWidth64)
     throw ConfigError(r.key_path("n_input_dims"), std::to_string(n_input_dims), only,
                       "64 (an encoding in front is padded to 64)" + other);
@@ -102,7 +107,7 @@ MlpSpec parse_network_config(const json& config, uint32_t n_input_dims, uint32_t
   spec.otype = read_otype(defaulted, path, known);
   if (spec.otype == "MLP") spec.otype = "CutlassMLP";  // tiny-cuda-nn's alias
   std::vector<std::string> keys = {"n_neurons", "n_hidden_layers", "activation", "output_activation", "n_input_dims", "n_output_dims"};
-  if (spec.otype == "FullyFusedMLP") keys.push_back("precision");
+  if (spec.otype == "FullyFusedMLP" || spec.otype == "Width64FusedMLP") keys.push_back("precision");
   ConfigReader r(defaulted, path, keys);
 
   if (r.has("n_input_dims") && r.get_uint("n_input_dims", 0, 0, UINT32_MAX) != n_input_dims)

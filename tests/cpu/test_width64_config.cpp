@@ -61,9 +61,15 @@ TEST(Width64Config, WrongActivationsAreRejected) {
   }
 }
 
-// The precision is FP16 on CUDA: asking the CPU backend for it, in FP32 or FP64, is refused
-// with the CPU network of the same layout as the alternative.
+// The precision is FP16 on CUDA: another "precision" is refused by name, and asking the CPU
+// backend for the network, in FP32 or FP64, is refused with the CPU network of its layout.
 TEST(Width64Config, OtherPrecisionsAreRejected) {
+  for (const char* p : {"bf16", "f32", "F32"}) {
+    const ConfigError e = config_error(width64({{"precision", p}}), 64, 64, kCuda);
+    EXPECT_EQ(e.key(), "network.precision") << e.what();
+    EXPECT_TRUE(contains(e.rule(), "FP16")) << e.what();
+    EXPECT_TRUE(contains(e.accepted(), "f16")) << e.what();
+  }
   for (DType p : {DType::F32, DType::F64}) {
     const ConfigError e = config_error(width64(), 64, 64, {Device::CPU, p});
     EXPECT_EQ(e.key(), "network.otype") << e.what();
@@ -75,8 +81,8 @@ TEST(Width64Config, OtherPrecisionsAreRejected) {
 }
 
 TEST(Width64Config, UnknownKeysAndTypesAreRejected) {
-  const ConfigError e = config_error(width64({{"precision", "f32"}}), 64, 64, kCuda);
-  EXPECT_EQ(e.key(), "network.precision") << e.what();
+  const ConfigError e = config_error(width64({{"n_neuron", 64}}), 64, 64, kCuda);
+  EXPECT_EQ(e.key(), "network.n_neuron") << e.what();
   EXPECT_TRUE(contains(e.rule(), "unknown key")) << e.what();
   EXPECT_EQ(config_error(width64({{"n_neurons", "64"}}), 64, 64, kCuda).key(), "network.n_neurons");
 }

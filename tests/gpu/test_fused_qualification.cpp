@@ -450,7 +450,9 @@ TEST_P(FusedQualification, RejectsTrainingOnTheInferenceOnlyPathAndWrongTensors)
   EXPECT_THROW(net_->inference(in.view, short_out.view), ShapeError);
   Buffer f32(Device::CUDA, net_->n_params() * sizeof(float));
   const TensorView pv = f32.vector(DType::F32, static_cast<int64_t>(net_->n_params()));
-  if (net_->param_dtype() != DType::F32) EXPECT_THROW(net_->set_params(pv, pv, TensorView{}), ShapeError);
+  if (net_->param_dtype() != DType::F32) {
+    EXPECT_THROW(net_->set_params(pv, pv, TensorView{}), ShapeError);
+  }
   std::string why_not;
   auto unset = create_fused_network(GetParam(), why_not);
   ASSERT_TRUE(unset);
