@@ -6,6 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh
+scripts/audit.sh build
+scripts/hip-compile-check.sh build-hip
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
   echo "test: GPU present: $(nvidia-smi -L | head -n 1)"
 else

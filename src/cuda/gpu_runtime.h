@@ -1,5 +1,7 @@
 // The vendor header: every GPU runtime call of tinyfuse goes through these names, so the same
 // sources build for CUDA today and for HIP (hip* / hipblasLt*) when TINYFUSE_WITH_HIP is set.
+// HIP builds have the BLAS-Lt names only with TINYFUSE_WITH_HIPBLASLT (hipBLASLt found);
+// TF_GPU_HAS_BLASLT says which (docs/PLATFORMS.md lists what each build compiles).
 #pragma once
 
 #include <string>
@@ -55,6 +57,8 @@
 #define gpuGraphDestroy hipGraphDestroy
 #define gpuDevAttrMaxSharedMemoryPerBlockOptin hipDeviceAttributeSharedMemPerBlockOptin
 // hipBLASLt: the cuBLASLt names below, for the BlasLt MLPs (src/cuda/blaslt_*).
+#if defined(TINYFUSE_WITH_HIPBLASLT)
+#define TF_GPU_HAS_BLASLT 1
 #include <hipblaslt/hipblaslt.h>
 #define gpublasStatus_t hipblasStatus_t
 #define GPUBLAS_STATUS_SUCCESS HIPBLAS_STATUS_SUCCESS
@@ -97,6 +101,9 @@
 #define GPUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES HIPBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES
 // hipBLASLt has no minimum-alignment preferences: its heuristic sees only the shapes.
 #define TF_GPUBLASLT_HAS_ALIGNMENT_PREFS 0
+#else
+#define TF_GPU_HAS_BLASLT 0
+#endif  // TINYFUSE_WITH_HIPBLASLT
 #else
 #include <cuda_runtime.h>
 #define gpuError_t cudaError_t
@@ -146,6 +153,7 @@
 #define gpuGraphDestroy cudaGraphDestroy
 #define gpuDevAttrMaxSharedMemoryPerBlockOptin cudaDevAttrMaxSharedMemoryPerBlockOptin
 // cuBLASLt, for the BlasLt MLPs (src/cuda/blaslt_*).
+#define TF_GPU_HAS_BLASLT 1
 #include <cublasLt.h>
 #define gpublasStatus_t cublasStatus_t
 #define GPUBLAS_STATUS_SUCCESS CUBLAS_STATUS_SUCCESS
@@ -205,6 +213,7 @@ class GpuError : public Error {
   throw GpuError(std::string(call) + " failed: " + gpuGetErrorString(e) + " (" + file + ":" + std::to_string(line) + ")");
 }
 
+#if TF_GPU_HAS_BLASLT
 // The name and description of a BLAS-Lt status, for error messages.
 inline std::string blaslt_status_string(gpublasStatus_t s) {
 #if defined(TINYFUSE_WITH_HIP)
@@ -217,6 +226,7 @@ inline std::string blaslt_status_string(gpublasStatus_t s) {
 [[noreturn]] inline void throw_blaslt_error(gpublasStatus_t s, const char* call, const char* file, int line) {
   throw GpuError(std::string(call) + " failed: " + blaslt_status_string(s) + " (" + file + ":" + std::to_string(line) + ")");
 }
+#endif  // TF_GPU_HAS_BLASLT
 
 }  // namespace tinyfuse::gpu
 
@@ -237,3 +247,42 @@ inline std::string blaslt_status_string(gpublasStatus_t s) {
     if (tf_blas_status_ != GPUBLAS_STATUS_SUCCESS)                                             \
       ::tinyfuse::gpu::throw_blaslt_error(tf_blas_status_, #call, __FILE__, __LINE__);         \
   } while (0)
+
+// Events (stream timing) under vendor-neutral names.
+#if defined(TINYFUSE_WITH_HIP)
+#define gpuEvent_t hipEvent_t
+#define gpuEventCreate hipEventCreate
+#define gpuEventDestroy hipEventDestroy
+#define gpuEventRecord hipEventRecord
+#define gpuEventSynchronize hipEventSynchronize
+#define gpuEventElapsedTime hipEventElapsedTime
+#else
+#define gpuEvent_t cudaEvent_t
+#define gpuEventCreate cudaEventCreate
+#define gpuEventDestroy cudaEventDestroy
+#define gpuEventRecord cudaEventRecord
+#define gpuEventSynchronize cudaEventSynchronize
+#define gpuEventElapsedTime cudaEventElapsedTime
+#endif
+
+// Warp (NVIDIA) / wavefront (AMD) size of the target being compiled. NVIDIA: 32. AMD: 32 on
+// RDNA (gfx10, gfx11), 64 on GCN / CDNA (gfx9); fixed per target, so a HIP build knows it only in
+// each target's device pass; its host pass sees 0. Code whose result depends on the warp size
+// (shuffles, votes, warp-level matrix fragments) must use kWarpSize and static_assert the sizes it
+// handles, guarded by kWarpSizeKnown; scripts/hip-compile-check.sh fails on a unit that uses warp
+// intrinsics without naming kWarpSize. Thread groups of 32 that are not warps are named otherwise.
+#if defined(TINYFUSE_WITH_HIP)
+#if defined(__HIP_DEVICE_COMPILE__)
+#define TF_GPU_WARP_SIZE __AMDGCN_WAVEFRONT_SIZE
+#else
+#define TF_GPU_WARP_SIZE 0
+#endif
+#else
+#define TF_GPU_WARP_SIZE 32
+#endif
+
+namespace tinyfuse::gpu {
+inline constexpr int kWarpSize = TF_GPU_WARP_SIZE;
+inline constexpr bool kWarpSizeKnown = kWarpSize != 0;
+static_assert(!kWarpSizeKnown || kWarpSize == 32 || kWarpSize == 64, "unexpected warp size");
+}  // namespace tinyfuse::gpu

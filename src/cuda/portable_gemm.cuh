@@ -84,7 +84,10 @@ __global__ void __launch_bounds__(kThreads, 2) gemm_kernel(const Params p) {
   __shared__ __align__(16) float Bs[2][BK][SB];
 
   const int t = threadIdx.x;
-  const int lane = t & 31, warp = t >> 5;
+  // Load groups of 32 threads (shaped for 32 shared-memory banks), not hardware warps: nothing below
+  // relies on the threads of a group running in lock step, so wave64 targets compute the same.
+  constexpr int kLoadGroup = 32;
+  const int lane = static_cast<int>(threadIdx.x % kLoadGroup), group = static_cast<int>(threadIdx.x / kLoadGroup);
   const int tx = t % TX, ty = t / TX;
   const int64_t m0 = static_cast<int64_t>(blockIdx.x) * BM;
   const int64_t n0 = static_cast<int64_t>(blockIdx.y) * BN;
@@ -96,17 +99,17 @@ __global__ void __launch_bounds__(kThreads, 2) gemm_kernel(const Params p) {
   // Each thread loads the same tile positions every slice: load r of an operand sits at
   // (row0 + row_step * r, kk0 + k_step * r) of the R x BK tile (one of the steps is zero), so one
   // pointer walks the loads and the bounds checks are 32-bit compares.
-  //  k-contiguous (transposed into shared memory): a warp covers 4 rows x 8 k, rows step by 32 / KG;
+  //  k-contiguous (transposed into shared memory): a load group covers 4 rows x 8 k, rows step by 32 / KG;
   //  m/n-contiguous: consecutive threads take consecutive rows, k steps by kThreads / R.
   constexpr int KG = BK / 8;
   static_assert(8 % KG == 0, "BK must be 8, 16, 32 or 64");
   static_assert(kThreads % BM == 0 && kThreads % BN == 0, "direct loads keep a fixed row per thread");
   constexpr int A_ROW_STEP = A_KCONTIG ? 32 / KG : 0, A_K_STEP = A_KCONTIG ? 0 : kThreads / BM;
   constexpr int B_ROW_STEP = B_KCONTIG ? 32 / KG : 0, B_K_STEP = B_KCONTIG ? 0 : kThreads / BN;
-  const int a_row0 = A_KCONTIG ? 4 * (warp / KG) + (lane >> 3) : t % BM;
-  const int a_kk0 = A_KCONTIG ? (warp % KG) * 8 + (lane & 7) : t / BM;
-  const int b_row0 = B_KCONTIG ? 4 * (warp / KG) + (lane >> 3) : t % BN;
-  const int b_kk0 = B_KCONTIG ? (warp % KG) * 8 + (lane & 7) : t / BN;
+  const int a_row0 = A_KCONTIG ? 4 * (group / KG) + (lane >> 3) : t % BM;
+  const int a_kk0 = A_KCONTIG ? (group % KG) * 8 + (lane & 7) : t / BM;
+  const int b_row0 = B_KCONTIG ? 4 * (group / KG) + (lane >> 3) : t % BN;
+  const int b_kk0 = B_KCONTIG ? (group % KG) * 8 + (lane & 7) : t / BN;
   // Element (row, k) of A is at A[row * lda + k] (k-contiguous) or A[k * lda + row]; B likewise.
   const int64_t a_row_ld = A_KCONTIG ? p.lda : 1, a_k_ld = A_KCONTIG ? 1 : p.lda;
   const int64_t b_row_ld = B_KCONTIG ? p.ldb : 1, b_k_ld = B_KCONTIG ? 1 : p.ldb;
