@@ -61,7 +61,11 @@ NB_MODULE(_native, m) {
   nb::object value_bases = nb::make_tuple(error, nb::handle(PyExc_ValueError));
   static nb::exception<ConfigError> config_error(m, "ConfigError", value_bases);
   static nb::exception<ShapeError> shape_error(m, "ShapeError", value_bases);
-  static nb::exception<UnsupportedError> unsupported_error(m, "UnsupportedError", error);
+  static nb::exception<UnsupportedError> unsupported_error(m, "UnsupportedError",
+                                                           nb::make_tuple(error, nb::handle(PyExc_NotImplementedError)));
+  // Modules held in globals or autograd graphs may still be alive when the interpreter exits;
+  // that is not a leak of ours, so nanobind's exit report would only alarm.
+  nb::set_leak_warnings(false);
 
   m.attr("DTYPE_F32") = static_cast<int>(DType::F32);
   m.attr("DTYPE_F16") = static_cast<int>(DType::F16);
