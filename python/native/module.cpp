@@ -6,6 +6,8 @@
 #include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
 
+#include "default_config.h"
+#include "loss_plot.h"
 #include "native_object.h"
 #include "test_pattern.h"
 #include "tinyfuse/buffer.h"
@@ -142,8 +144,15 @@ NB_MODULE(_native, m) {
                                                          options(device, cpu_precision)));
         });
 
-  // learn-image's built-in target (tools/cli/test_pattern.cpp), so samples/learn_image.py learns
-  // the same picture as the CLI: size * size * 3 FP32 values in [0, 1], rows from the top.
+  // learn-image's own pieces (tools/cli), so that samples/learn_image.py runs the same job: the
+  // default config, the built-in target and the loss plot. Images are RGB FP32 values in [0, 1],
+  // rows from the top, as bytes (the plot with its width and height).
+  m.def("learn_image_default_config", [] { return cli::default_learn_image_config().dump(); });
+  m.def("loss_plot", [](const std::vector<float>& losses) {
+    const cli::Image image = cli::render_loss_plot(losses);
+    return nb::make_tuple(image.width, image.height,
+                          nb::bytes(reinterpret_cast<const char*>(image.rgb.data()), image.rgb.size() * sizeof(float)));
+  });
   m.def("test_pattern", [](int size) {
     if (size < 1 || size > 8192) throw ShapeError("test_pattern: size must be in [1, 8192], got " + std::to_string(size));
     const cli::Image image = cli::make_test_pattern(size);
