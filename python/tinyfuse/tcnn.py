@@ -71,19 +71,25 @@ class _Backend:
         return torch.cuda.device(self.cuda_index)
 
     def compute_params(self, params):
-        p = params if params.dtype == self.param_dtype else params.to(self.param_dtype)
-        return p if p.is_contiguous() else p.contiguous()
+        # Module.forward has checked that params are contiguous.
+        return params if params.dtype is self.param_dtype else params.to(self.param_dtype)
 
     def new_output(self, x):
         return torch.empty((x.shape[0], self.padded_output_width), dtype=self.output_dtype, device=x.device)
 
     def inference(self, x, params):
-        out = self.new_output(x)
-        if x.shape[0]:
-            p = self.compute_params(params)
-            with self.device_guard():
-                self.native.inference(p.data_ptr(), self.param_code, x.data_ptr(), self.input_code, x.shape[0],
-                                      out.data_ptr(), self.output_code, self.stream())
+        rows = x.shape[0]
+        out = torch.empty((rows, self.padded_output_width), dtype=self.output_dtype, device=x.device)
+        if rows:
+            if params.dtype is not self.param_dtype:
+                params = params.to(self.param_dtype)
+            if self.cuda_index is None:
+                self.native.inference(params.data_ptr(), self.param_code, x.data_ptr(), self.input_code, rows,
+                                      out.data_ptr(), self.output_code, 0)
+            else:
+                with self.device_guard():
+                    self.native.inference(params.data_ptr(), self.param_code, x.data_ptr(), self.input_code, rows,
+                                          out.data_ptr(), self.output_code, _cuda_stream(self.cuda_index))
         return out
 
 
@@ -230,9 +236,10 @@ class Module(torch.nn.Module):
         if not x.is_contiguous():
             raise ShapeError(f"{name}: input must be contiguous (row-major (batch, features)), got strides "
                              f"{tuple(x.stride())}; call x.contiguous()")
-        if params.dim() != 1 or params.numel() != self._n_params or not params.is_floating_point():
-            raise ShapeError(f"{name}: params must hold {self._n_params} floating-point values, got "
-                             f"{tuple(params.shape)} {params.dtype}")
+        if (params.dim() != 1 or params.numel() != self._n_params or not params.is_floating_point()
+                or not params.is_contiguous()):
+            raise ShapeError(f"{name}: params must be {self._n_params} contiguous floating-point values, got "
+                             f"{tuple(params.shape)} {params.dtype} strides {tuple(params.stride())}")
 
     def forward(self, x):
         params = self.params
