@@ -138,7 +138,7 @@ class _NativeFunction(torch.autograd.Function):
                 doutput = doutput.to(out.dtype)
             if ctx.loss_scale != 1.0:
                 doutput = doutput * ctx.loss_scale
-            elif not doutput.is_contiguous():
+            if not doutput.is_contiguous():  # e.g. the expanded gradient of out.sum()
                 doutput = doutput.contiguous()
             with backend.device_guard():
                 backend.native.backward(ctx.native_ctx, p.data_ptr(), backend.param_code,
