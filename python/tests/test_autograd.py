@@ -103,6 +103,13 @@ def test_loss_scale_is_divided_back_out(monkeypatch):
     net(x).square().sum().backward()
     torch.testing.assert_close(x.grad, dx, rtol=1e-6, atol=1e-7)
     torch.testing.assert_close(net.params.grad, dp, rtol=1e-6, atol=1e-7)
+    # out.sum() hands backward an expanded (stride 0) gradient.
+    x.grad, net.params.grad = None, None
+    net(x).sum().backward()
+    scaled_dp = net.params.grad.clone()
+    net.loss_scale, x.grad, net.params.grad = 1.0, None, None
+    net(x).sum().backward()
+    torch.testing.assert_close(scaled_dp, net.params.grad, rtol=1e-6, atol=1e-7)
 
 
 def test_backward_twice_needs_retain_graph_and_no_double_backward():
