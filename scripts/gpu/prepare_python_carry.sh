@@ -7,7 +7,13 @@
 # Usage: scripts/gpu/prepare_python_carry.sh [python3.12 interpreter]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-py=${1:-$(command -v python3.12 || echo /root/.pyenv/versions/3.12.1/bin/python)}
+py=${1:-}
+if [ -z "$py" ]; then
+  for candidate in python3.12 /root/.pyenv/versions/3.12*/bin/python; do
+    if "$candidate" -c 'import sys; assert sys.version_info[:2] == (3, 12)' 2>/dev/null; then py=$candidate; break; fi
+  done
+fi
+[ -n "$py" ] || { echo "prepare_python_carry: no Python 3.12 found; pass one as the argument" >&2; exit 1; }
 venv=build-python/venv-wheel
 [ -x "$venv/bin/python" ] || "$py" -m venv "$venv"
 "$venv/bin/python" -m pip install -q --disable-pip-version-check "scikit-build-core>=0.10" "nanobind>=2.0"
