@@ -38,7 +38,7 @@ if ! "$venv/bin/python" -c 'import torch' 2>/dev/null; then
   "${pip[@]}" install -q "torch>=2.1"
   echo "test-python: torch installed in $(( $(date +%s) - start )) s"
 fi
-"${pip[@]}" install -q pytest "scikit-build-core>=0.10" "nanobind>=2.0"
+"${pip[@]}" install -q pytest numpy "scikit-build-core>=0.10" "nanobind>=2.0"  # numpy: torch warns without it
 
 # Without a GPU the package is built CPU-only: the CUDA backend's compile (minutes) would buy
 # nothing here, and scripts/build.sh compiles it for the C++ suite already.
