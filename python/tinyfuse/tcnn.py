@@ -189,15 +189,14 @@ class Module(torch.nn.Module):
         otype that runs only on GPUs, one on the current GPU when there is one."""
         try:
             return _Backend(self._create("cpu", _native.DTYPE_F32), None), (torch.device("cpu"), torch.float32)
-        except (ConfigError, UnsupportedError) as cpu_error:
+        except (ConfigError, UnsupportedError):
             if not (_native.built_with_cuda and torch.cuda.is_available()):
                 raise
+            # On a GPU machine the GPU's refusal is the one that matters (it raises here, with
+            # the CPU's in its context).
             index = torch.cuda.current_device()
-            try:
-                with torch.cuda.device(index):
-                    native = self._create("cuda", _native.DTYPE_F32)
-            except (ConfigError, UnsupportedError):
-                raise cpu_error from None
+            with torch.cuda.device(index):
+                native = self._create("cuda", _native.DTYPE_F32)
             return _Backend(native, index), (torch.device("cuda", index), torch.float32)
 
     def _backend(self, device, params_dtype):
