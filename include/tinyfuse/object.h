@@ -47,6 +47,10 @@ class DifferentiableObject {
   virtual uint32_t padded_output_width() const = 0;
   virtual uint32_t output_width() const = 0;
 
+  // Inputs must have a multiple of this many rows (fused GPU kernels work on whole row tiles);
+  // callers pad the batch and ignore the padded rows' outputs.
+  virtual uint32_t batch_granularity() const { return 1; }
+
   virtual size_t n_params() const = 0;
   virtual std::vector<ParamSegment> param_segments() const = 0;
 

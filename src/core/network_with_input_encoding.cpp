@@ -1,5 +1,7 @@
 #include "core/network_with_input_encoding.h"
 
+#include <numeric>
+
 #include "core/host_memory.h"
 #include "tinyfuse/buffer.h"
 
@@ -46,6 +48,9 @@ class NetworkWithInputEncoding final : public DifferentiableObject {
   uint32_t padded_output_width() const override { return network_->padded_output_width(); }
   uint32_t output_width() const override { return network_->output_width(); }
   size_t n_params() const override { return network_->n_params() + encoding_->n_params(); }
+  uint32_t batch_granularity() const override {
+    return std::lcm(encoding_->batch_granularity(), network_->batch_granularity());
+  }
 
   // Network parameters first, then the encoding's (tiny-cuda-nn's order).
   std::vector<ParamSegment> param_segments() const override {

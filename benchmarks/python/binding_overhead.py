@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""The cost of the PyTorch binding: tinyfuse.tcnn modules against the C++ API called directly.
+
+For each network and batch, two loops run the same native object on the same buffers:
+- C++: `iters` calls of DifferentiableObject::inference (or forward + backward with parameter
+  gradients) in a C++ loop (_native.Object.time_inference / time_training), then one wait;
+- PyTorch: `iters` calls of the tcnn module under torch.no_grad() (or `out = net(x)`,
+  `out.backward(dout)`, `net.params.grad = None`, as a training loop does), then one wait.
+The two alternate for `--repeats` rounds; medians are compared: overhead = torch / C++ - 1.
+tiny-cuda-nn's own binding is about 2x slower than its native code at batch 64k; the aim here is
+at most 10%. The network is tiny-cuda-nn's benchmark MLP: 64 -> 64 x2 -> 64, ReLU.
+
+    python benchmarks/python/binding_overhead.py [--device cpu|cuda] [--batches 14,20] [--out F.json]
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+
+import torch
+
+import tinyfuse
+import tinyfuse.tcnn as tcnn
+
+DEFAULT_NETWORKS = {"cpu": ["PortableMLP"], "cuda": ["PortableMLP", "BlasLtMLPFP16", "Width64FusedMLP"]}
+WIDTH = 64
+
+
+def sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def time_torch(fn, iters, device):
+    sync(device)
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        fn()
+    sync(device)
+    return time.perf_counter() - t0
+
+
+def measure(otype, batch, mode, device, repeats, min_seconds):
+    cfg = {"otype": otype, "activation": "ReLU", "output_activation": "None", "n_neurons": WIDTH,
+           "n_hidden_layers": 2}
+    net = tcnn.Network(WIDTH, WIDTH, cfg).to(device)
+    x = torch.rand(batch, WIDTH, device=device)
+    with torch.no_grad():
+        net(x)  # builds the backend for this device
+    backend = net._backends[(x.device, net.params.dtype)]
+    if backend.granularity != 1 and batch % backend.granularity:
+        raise ValueError(f"batch {batch} is not a multiple of {otype}'s granularity {backend.granularity}")
+    x = x.to(backend.input_dtype)  # both loops get the input in the network's dtype
+    dout = torch.randn(batch, backend.padded_output_width, device=device).to(backend.output_dtype)
+    p = backend.compute_params(net.params.detach())
+    out = backend.new_output(x)
+    grads = torch.empty_like(p)
+    stream = backend.stream()
+    native = backend.native
+
+    if mode == "inference":
+        def cpp(iters):
+            return native.time_inference(p.data_ptr(), x.data_ptr(), batch, out.data_ptr(), stream, iters)
+
+        def py():
+            with torch.no_grad():
+                net(x)
+    else:
+        def cpp(iters):
+            return native.time_training(p.data_ptr(), grads.data_ptr(), x.data_ptr(), batch, out.data_ptr(),
+                                        dout.data_ptr(), stream, iters)
+
+        def py():
+            net(x).backward(dout)
+            net.params.grad = None
+
+    # Calibrate: enough calls per round for `min_seconds`, warm both paths.
+    cpp(1)
+    time_torch(py, 1, device)
+    one = max(cpp(1), 1e-7)
+    iters = max(1, min(100000, int(min_seconds / one)))
+    cpp(iters)
+    time_torch(py, iters, device)
+    cpp_times, py_times = [], []
+    for _ in range(repeats):
+        cpp_times.append(cpp(iters) / iters)
+        py_times.append(time_torch(py, iters, device) / iters)
+    c, t = statistics.median(cpp_times), statistics.median(py_times)
+    return {
+        "network": otype, "param_dtype": str(backend.param_dtype).replace("torch.", ""), "batch": batch,
+        "mode": mode, "iters_per_round": iters, "rounds": repeats,
+        "cpp_s_per_call": c, "torch_s_per_call": t,
+        "cpp_min_s": min(cpp_times), "torch_min_s": min(py_times),
+        "overhead_pct": 100.0 * (t / c - 1.0), "overhead_us_per_call": 1e6 * (t - c),
+        "cpp_samples_per_s": batch / c, "torch_samples_per_s": batch / t,
+    }
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--batches", default="14,20", help="log2 of the batch sizes (default 14,20)")
+    ap.add_argument("--networks", help="comma-separated otypes (default: cpu PortableMLP; cuda PortableMLP, "
+                                       "BlasLtMLPFP16, Width64FusedMLP)")
+    ap.add_argument("--modes", default="inference,training")
+    ap.add_argument("--repeats", type=int, default=7, help="alternating rounds per measurement (default 7)")
+    ap.add_argument("--min-seconds", type=float, default=0.3, help="length of one round (default 0.3 s)")
+    ap.add_argument("--out", default=None, help="JSON file (default benchmarks/results/python-overhead-<device>-latest.json)")
+    a = ap.parse_args(argv)
+    device = torch.device(a.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        sys.exit("binding_overhead.py: --device cuda but torch sees no GPU")
+    networks = a.networks.split(",") if a.networks else DEFAULT_NETWORKS[a.device]
+    records, failed = [], False
+    print(f"{'network':<16}{'batch':>9} {'mode':<10}{'C++ ms':>10}{'torch ms':>10}{'overhead':>10}{'us/call':>9}")
+    for otype in networks:
+        for log2 in (int(b) for b in a.batches.split(",")):
+            for mode in a.modes.split(","):
+                try:
+                    r = measure(otype, 1 << log2, mode, device, a.repeats, a.min_seconds)
+                except Exception as e:  # reported in its own record; the others still run
+                    failed = True
+                    records.append({"network": otype, "batch": 1 << log2, "mode": mode,
+                                    "error": f"{type(e).__name__}: {e}"})
+                    print(f"{otype:<16}{1 << log2:>9} {mode:<10} failed: {type(e).__name__}: {e}")
+                    continue
+                records.append(r)
+                print(f"{otype:<16}{r['batch']:>9} {mode:<10}{r['cpp_s_per_call'] * 1e3:>10.3f}"
+                      f"{r['torch_s_per_call'] * 1e3:>10.3f}{r['overhead_pct']:>9.1f}%{r['overhead_us_per_call']:>9.1f}",
+                      flush=True)
+    result = {
+        "tool": "benchmarks/python/binding_overhead.py",
+        "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "device": a.device,
+        "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+        "host": {"machine": platform.machine(), "cpus": os.cpu_count(), "python": platform.python_version(),
+                 "load_average": os.getloadavg()},
+        "torch_version": torch.__version__, "torch_threads": torch.get_num_threads(),
+        "tinyfuse_version": tinyfuse.__version__, "tinyfuse_built_with_cuda": tinyfuse.built_with_cuda,
+        "records": records,
+    }
+    out = a.out or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "results",
+                                f"python-overhead-{a.device}-latest.json")
+    tmp = out + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(result, f, indent=2)
+    os.replace(tmp, out)
+    print(f"binding_overhead.py: wrote {out}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,161 @@
+// tinyfuse._native: the compiled half of the Python package. It knows nothing of PyTorch: objects
+// are built from JSON text and called with addresses, row counts, dtype codes and a stream handle
+// (see native_object.h); tinyfuse/tcnn.py does the rest in Python.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/unique_ptr.h>
+#include <nanobind/stl/vector.h>
+
+#include "default_config.h"
+#include "loss_plot.h"
+#include "native_object.h"
+#include "test_pattern.h"
+#include "tinyfuse/buffer.h"
+#include "tinyfuse/factory.h"
+
+namespace nb = nanobind;
+using namespace tinyfuse;
+using tinyfuse::python::Address;
+using tinyfuse::python::NativeContext;
+using tinyfuse::python::NativeObject;
+
+namespace {
+
+// dtype codes as Python passes them: the values of tinyfuse::DType.
+DType dtype_code(int code) {
+  if (code < static_cast<int>(DType::F32) || code > static_cast<int>(DType::F64))
+    throw ShapeError("unknown dtype code " + std::to_string(code));
+  return static_cast<DType>(code);
+}
+
+Device device_named(const std::string& name) {
+  if (name == "cpu") return Device::CPU;
+  if (name == "cuda") return Device::CUDA;
+  throw ConfigError("device", "\"" + name + "\"", "tinyfuse runs on the CPU or CUDA devices", "cpu, cuda");
+}
+
+BuildOptions options(const std::string& device, int cpu_precision) {
+  BuildOptions o;
+  o.device = device_named(device);
+  o.cpu_precision = dtype_code(cpu_precision);
+  return o;
+}
+
+json parse_config(const std::string& text, const char* what) {
+  try {
+    return json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw ConfigError(what, text, std::string("not valid JSON: ") + e.what(), "a JSON object");
+  }
+}
+
+std::unique_ptr<NativeObject> wrap(std::shared_ptr<DifferentiableObject> o) {
+  return std::make_unique<NativeObject>(std::move(o));
+}
+
+}  // namespace
+
+NB_MODULE(_native, m) {
+  m.doc() = "tinyfuse's compiled core, driven by tinyfuse.tcnn (no PyTorch types cross into it)";
+
+  // Base class first: nanobind tries the most recently registered translator first.
+  static nb::exception<Error> error(m, "Error", PyExc_RuntimeError);
+  nb::object value_bases = nb::make_tuple(error, nb::handle(PyExc_ValueError));
+  static nb::exception<ConfigError> config_error(m, "ConfigError", value_bases);
+  static nb::exception<ShapeError> shape_error(m, "ShapeError", value_bases);
+  static nb::exception<UnsupportedError> unsupported_error(m, "UnsupportedError",
+                                                           nb::make_tuple(error, nb::handle(PyExc_NotImplementedError)));
+  // Modules held in globals or autograd graphs may still be alive when the interpreter exits;
+  // that is not a leak of ours, so nanobind's exit report would only alarm.
+  nb::set_leak_warnings(false);
+
+  m.attr("DTYPE_F32") = static_cast<int>(DType::F32);
+  m.attr("DTYPE_F16") = static_cast<int>(DType::F16);
+  m.attr("DTYPE_BF16") = static_cast<int>(DType::BF16);
+  m.attr("DTYPE_F64") = static_cast<int>(DType::F64);
+#ifdef TINYFUSE_PYTHON_WITH_CUDA
+  m.attr("built_with_cuda") = true;
+#else
+  m.attr("built_with_cuda") = false;
+#endif
+  m.def("gpu_count", &gpu_count, "GPUs this build can use here (0 without CUDA backend, driver or device)");
+  m.def("network_otypes", &network_otypes);
+  m.def("encoding_otypes", &encoding_otypes);
+
+  nb::class_<NativeContext>(m, "Context");
+
+  nb::class_<NativeObject>(m, "Object")
+      .def_prop_ro("name", [](const NativeObject& o) { return o.object().name(); })
+      .def_prop_ro("hyperparams", [](const NativeObject& o) { return o.object().hyperparams().dump(); })
+      .def_prop_ro("device", [](const NativeObject& o) { return to_string(o.object().device()); })
+      .def_prop_ro("n_params", [](const NativeObject& o) { return o.object().n_params(); })
+      .def_prop_ro("input_width", [](const NativeObject& o) { return o.object().input_width(); })
+      .def_prop_ro("output_width", [](const NativeObject& o) { return o.object().output_width(); })
+      .def_prop_ro("padded_output_width", [](const NativeObject& o) { return o.object().padded_output_width(); })
+      .def_prop_ro("batch_granularity", [](const NativeObject& o) { return o.object().batch_granularity(); })
+      .def_prop_ro("param_dtype", [](const NativeObject& o) { return static_cast<int>(o.object().param_dtype()); })
+      .def_prop_ro("input_dtype", [](const NativeObject& o) { return static_cast<int>(o.object().input_dtype()); })
+      .def_prop_ro("output_dtype", [](const NativeObject& o) { return static_cast<int>(o.object().output_dtype()); })
+      .def("initial_params", &NativeObject::initial_params, nb::arg("seed"), nb::arg("host_f32"), nb::arg("scale") = 1.0f)
+      .def(
+          "inference",
+          [](NativeObject& o, Address params, int params_dtype, Address input, int input_dtype, int64_t rows,
+             Address output, int output_dtype, Address stream) {
+            o.inference(params, dtype_code(params_dtype), input, dtype_code(input_dtype), rows, output,
+                        dtype_code(output_dtype), stream);
+          },
+          nb::call_guard<nb::gil_scoped_release>())
+      .def(
+          "forward",
+          [](NativeObject& o, Address params, int params_dtype, Address input, int input_dtype, int64_t rows,
+             Address output, int output_dtype, Address stream, bool prepare_input_gradients) {
+            return o.forward(params, dtype_code(params_dtype), input, dtype_code(input_dtype), rows, output,
+                             dtype_code(output_dtype), stream, prepare_input_gradients);
+          },
+          nb::call_guard<nb::gil_scoped_release>())
+      .def(
+          "backward",
+          [](NativeObject& o, const NativeContext& ctx, Address params, int params_dtype, Address gradients,
+             Address input, int input_dtype, Address output, int output_dtype, Address doutput, Address dinput,
+             Address stream) {
+            o.backward(ctx, params, dtype_code(params_dtype), gradients, input, dtype_code(input_dtype), output,
+                       dtype_code(output_dtype), doutput, dinput, stream);
+          },
+          nb::call_guard<nb::gil_scoped_release>())
+      .def("time_inference", &NativeObject::time_inference, nb::call_guard<nb::gil_scoped_release>())
+      .def("time_training", &NativeObject::time_training, nb::call_guard<nb::gil_scoped_release>());
+
+  m.def("create_network",
+        [](uint32_t n_input_dims, uint32_t n_output_dims, const std::string& network, const std::string& device,
+           int cpu_precision) {
+          return wrap(create_network(parse_config(network, "network"), n_input_dims, n_output_dims,
+                                     options(device, cpu_precision)));
+        });
+  m.def("create_encoding",
+        [](uint32_t n_input_dims, const std::string& encoding, const std::string& device, int cpu_precision) {
+          return wrap(create_encoding(parse_config(encoding, "encoding"), n_input_dims, options(device, cpu_precision)));
+        });
+  m.def("create_network_with_input_encoding",
+        [](uint32_t n_input_dims, uint32_t n_output_dims, const std::string& encoding, const std::string& network,
+           const std::string& device, int cpu_precision) {
+          return wrap(create_network_with_input_encoding(n_input_dims, n_output_dims,
+                                                         parse_config(encoding, "encoding"),
+                                                         parse_config(network, "network"),
+                                                         options(device, cpu_precision)));
+        });
+
+  // learn-image's own pieces (tools/cli), so that samples/learn_image.py runs the same job: the
+  // default config, the built-in target and the loss plot. Images are RGB FP32 values in [0, 1],
+  // rows from the top, as bytes (the plot with its width and height).
+  m.def("learn_image_default_config", [] { return cli::default_learn_image_config().dump(); });
+  m.def("loss_plot", [](const std::vector<float>& losses) {
+    const cli::Image image = cli::render_loss_plot(losses);
+    return nb::make_tuple(image.width, image.height,
+                          nb::bytes(reinterpret_cast<const char*>(image.rgb.data()), image.rgb.size() * sizeof(float)));
+  });
+  m.def("test_pattern", [](int size) {
+    if (size < 1 || size > 8192) throw ShapeError("test_pattern: size must be in [1, 8192], got " + std::to_string(size));
+    const cli::Image image = cli::make_test_pattern(size);
+    return nb::bytes(reinterpret_cast<const char*>(image.rgb.data()), image.rgb.size() * sizeof(float));
+  });
+}

@@ -1,0 +1,122 @@
+#include "native_object.h"
+
+#include <chrono>
+#include <vector>
+
+#include "tinyfuse/buffer.h"
+#include "tinyfuse/errors.h"
+#include "tinyfuse/random.h"
+
+namespace tinyfuse::python {
+
+namespace {
+
+Stream as_stream(Address s) { return reinterpret_cast<Stream>(s); }
+void* as_pointer(Address a) { return reinterpret_cast<void*>(a); }
+
+void check_dtype(const char* what, DType got, DType expected) {
+  if (got != expected)
+    throw ShapeError(std::string(what) + ": holds " + to_string(got) + ", the object computes with " +
+                     to_string(expected) + " (convert it first)");
+}
+
+}  // namespace
+
+NativeObject::NativeObject(std::shared_ptr<DifferentiableObject> object) : object_(std::move(object)) {}
+
+void NativeObject::initial_params(uint64_t seed, Address host_f32, float scale) const {
+  Pcg32 rng(seed);
+  object_->initialize_params(rng, static_cast<float*>(as_pointer(host_f32)), scale);
+}
+
+TensorView NativeObject::input_view(Address data, DType dtype, int64_t rows, Stream stream) const {
+  check_dtype("input", dtype, object_->input_dtype());
+  return TensorView::matrix(as_pointer(data), dtype, object_->device(), rows, object_->input_width(), stream);
+}
+
+TensorView NativeObject::output_view(Address data, DType dtype, int64_t rows, Stream stream) const {
+  check_dtype("output", dtype, object_->output_dtype());
+  return TensorView::matrix(as_pointer(data), dtype, object_->device(), rows, object_->padded_output_width(), stream);
+}
+
+TensorView NativeObject::param_view(Address data, DType dtype) const {
+  check_dtype("params", dtype, object_->param_dtype());
+  return TensorView::vector(as_pointer(data), dtype, object_->device(), static_cast<int64_t>(object_->n_params()));
+}
+
+void NativeObject::point_at(Address params, DType params_dtype, Address gradients) {
+  const TensorView p = param_view(params, params_dtype);
+  TensorView g = p;
+  g.data = as_pointer(gradients);
+  if (!gradients) g = TensorView{};
+  object_->set_params(p, p, g);
+}
+
+void NativeObject::inference(Address params, DType params_dtype, Address input, DType input_dtype, int64_t rows,
+                             Address output, DType output_dtype, Address stream) {
+  const Stream s = as_stream(stream);
+  const TensorView in = input_view(input, input_dtype, rows, s), out = output_view(output, output_dtype, rows, s);
+  std::lock_guard<std::mutex> lock(mutex_);
+  point_at(params, params_dtype, 0);
+  object_->inference(in, out);
+}
+
+std::unique_ptr<NativeContext> NativeObject::forward(Address params, DType params_dtype, Address input,
+                                                     DType input_dtype, int64_t rows, Address output,
+                                                     DType output_dtype, Address stream, bool prepare_input_gradients) {
+  const Stream s = as_stream(stream);
+  const TensorView in = input_view(input, input_dtype, rows, s), out = output_view(output, output_dtype, rows, s);
+  auto result = std::make_unique<NativeContext>();
+  result->rows = rows;
+  std::lock_guard<std::mutex> lock(mutex_);
+  point_at(params, params_dtype, 0);
+  result->ctx = object_->forward(in, &out, false, prepare_input_gradients);
+  return result;
+}
+
+void NativeObject::backward(const NativeContext& ctx, Address params, DType params_dtype, Address gradients,
+                            Address input, DType input_dtype, Address output, DType output_dtype, Address doutput,
+                            Address dinput, Address stream) {
+  if (!ctx.ctx) throw Error("backward: the forward context is empty (was backward already run on it?)");
+  const Stream s = as_stream(stream);
+  const int64_t rows = ctx.rows;
+  const TensorView in = input_view(input, input_dtype, rows, s), out = output_view(output, output_dtype, rows, s);
+  const TensorView d_out = output_view(doutput, output_dtype, rows, s);
+  const TensorView d_in = input_view(dinput, input_dtype, rows, s);
+  std::lock_guard<std::mutex> lock(mutex_);
+  point_at(params, params_dtype, gradients);
+  object_->backward(*ctx.ctx, in, out, d_out, dinput ? &d_in : nullptr, false,
+                    gradients ? GradientMode::Overwrite : GradientMode::Ignore);
+}
+
+double NativeObject::time_inference(Address params, Address input, int64_t rows, Address output, Address stream,
+                                    int iters) {
+  const DifferentiableObject& o = *object_;
+  const Stream s = as_stream(stream);
+  const TensorView in = input_view(input, o.input_dtype(), rows, s), out = output_view(output, o.output_dtype(), rows, s);
+  std::lock_guard<std::mutex> lock(mutex_);
+  point_at(params, o.param_dtype(), 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < iters; ++i) object_->inference(in, out);
+  synchronize(o.device(), s);
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double NativeObject::time_training(Address params, Address gradients, Address input, int64_t rows, Address output,
+                                   Address doutput, Address stream, int iters) {
+  const DifferentiableObject& o = *object_;
+  const Stream s = as_stream(stream);
+  const TensorView in = input_view(input, o.input_dtype(), rows, s), out = output_view(output, o.output_dtype(), rows, s);
+  const TensorView d_out = output_view(doutput, o.output_dtype(), rows, s);
+  std::lock_guard<std::mutex> lock(mutex_);
+  point_at(params, o.param_dtype(), gradients);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < iters; ++i) {
+    std::unique_ptr<Context> ctx = object_->forward(in, &out, false, false);
+    object_->backward(*ctx, in, out, d_out, nullptr, false, GradientMode::Overwrite);
+  }
+  synchronize(o.device(), s);
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace tinyfuse::python
