@@ -12,10 +12,16 @@ rm -rf .devcarry && mkdir -p .devcarry/bin .devcarry/lib
 for f in build-dev/tests/tinyfuse_gpu_tests build-dev/tests/tinyfuse_fused_tests build-dev/tests/tinyfuse_fused_determinism build-dev/tests/tinyfuse_tests build-dev/benchmarks/tinyfuse-bench build-dev/tools/cli/tinyfuse; do
   [ -x "$f" ] && cp "$f" .devcarry/bin/
 done
-# OpenBLAS (the CPU reference's BLAS) and its Fortran runtime are not on the device image.
-for lib in libopenblas.so.0 libgfortran.so.5 libquadmath.so.0; do
+# OpenBLAS (the CPU reference's BLAS) with its Fortran runtime, and stb (the CLI's images), are not
+# on the device image.
+for lib in libopenblas.so.0 libgfortran.so.5 libquadmath.so.0 libstb.so.0; do
   cp -L "/usr/lib/x86_64-linux-gnu/$lib" .devcarry/lib/
 done
 git rev-parse --short HEAD > .devcarry/commit
 git diff --quiet HEAD -- src include tests benchmarks tools || echo "(with uncommitted changes)" >> .devcarry/commit
 du -sh .devcarry
+# The programs together pass the device tool's 64 MiB carry limit: carry `.devpack` (the same files
+# xz-compressed); scripts/gpu/qualify.sh and quick_round.sh unpack it on the device.
+rm -rf .devpack && mkdir -p .devpack
+tar -C .devcarry -cf - . | xz -T"$(nproc)" -7 > .devpack/devcarry.tar.xz
+du -sh .devpack

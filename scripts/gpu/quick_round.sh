@@ -6,6 +6,8 @@ set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 export LD_LIBRARY_PATH="$PWD/.devcarry/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+# Carried compressed (scripts/gpu/prepare_carry.sh): unpack once.
+[ -d .devcarry/bin ] || { mkdir -p .devcarry && tar -C .devcarry -xJf .devpack/devcarry.tar.xz; }
 export TINYFUSE_BUILD_COMMIT="$(tr '\n' ' ' < .devcarry/commit)"
 B=.devcarry/bin
 parts=("${@:-fused ff enc grid bench sweep}")
