@@ -7,11 +7,23 @@
 #include "tinyfuse/tensor.h"
 
 #if defined(TINYFUSE_WITH_HIP)
-#include <hip/hip_bf16.h>
 #include <hip/hip_fp16.h>
+#if __has_include(<hip/hip_bf16.h>)
+#include <hip/hip_bf16.h>  // ROCm 6: __hip_bfloat16 (written, not compiled here)
+using __nv_bfloat16 = __hip_bfloat16;
+#define TF_BF16_TO_FLOAT(x) __bfloat162float(x)
+#define TF_FLOAT_TO_BF16(x) __float2bfloat16(x)
+#else
+#include <hip/hip_bfloat16.h>  // HIP 5.x (Debian 12): hip_bfloat16, round-to-nearest-even from float
+using __nv_bfloat16 = hip_bfloat16;
+#define TF_BF16_TO_FLOAT(x) static_cast<float>(x)
+#define TF_FLOAT_TO_BF16(x) hip_bfloat16(x)
+#endif
 #else
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#define TF_BF16_TO_FLOAT(x) __bfloat162float(x)
+#define TF_FLOAT_TO_BF16(x) __float2bfloat16_rn(x)
 #endif
 
 namespace tinyfuse::cuda {
@@ -37,10 +49,10 @@ template <> struct gpu_dtype_of<__nv_bfloat16> { static constexpr DType value = 
 
 __device__ __forceinline__ float to_float(float x) { return x; }
 __device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
-__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return TF_BF16_TO_FLOAT(x); }
 template <typename T> __device__ __forceinline__ T from_float(float x);
 template <> __device__ __forceinline__ float from_float<float>(float x) { return x; }
 template <> __device__ __forceinline__ __half from_float<__half>(float x) { return __float2half_rn(x); }
-template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) { return TF_FLOAT_TO_BF16(x); }
 
 }  // namespace tinyfuse::cuda

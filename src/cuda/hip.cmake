@@ -3,8 +3,10 @@
 # unavailable in a HIP build; docs/PLATFORMS.md). Included from CMakeLists.txt beside this file,
 # which lists the units; every unit there is compiled here unless it needs what this build lacks:
 #  - TINYFUSE_GPU_UNITS_NEED_BLASLT: hipBLASLt (find_package(hipblaslt));
-#  - units under fused/ and width64/: the tensor-core MLPs, written for CUDA's mma.sync; their
-#    HIP path (rocWMMA / WMMA behind the same kernel structure) is not written yet.
+#  - TINYFUSE_GPU_UNITS_NEED_ROCWMMA: the fused MLPs' rocWMMA kernels (fused/mma_hip.cuh), when
+#    rocwmma/rocwmma.hpp is not found (Debian 12 packages no rocWMMA);
+#  - TINYFUSE_GPU_UNITS_CUDA_ONLY: kernels with no HIP path yet (the fused backward and weight
+#    gradient, mma.sync only).
 set(_tf_units ${TINYFUSE_GPU_UNITS})
 set(_tf_skipped "")
 
@@ -18,11 +20,25 @@ else()
   endforeach()
 endif()
 
-set(_tf_tensor_core_units ${_tf_units})
-list(FILTER _tf_tensor_core_units INCLUDE REGEX "^(fused|width64)/")
-list(FILTER _tf_units EXCLUDE REGEX "^(fused|width64)/")
-foreach(u ${_tf_tensor_core_units})
-  list(APPEND _tf_skipped "${u}: tensor-core kernel, HIP (rocWMMA) path not written")
+# Width64FusedMLP is not in TINYFUSE_GPU_UNITS (the CUDA build adds it when enabled); its HIP
+# kernel needs rocWMMA like the fused forward.
+set(_tf_need_rocwmma ${TINYFUSE_GPU_UNITS_NEED_ROCWMMA})
+if(TINYFUSE_WIDTH64_FUSED)
+  list(APPEND _tf_units width64/width64_fused_mlp.cu)
+  list(APPEND _tf_need_rocwmma width64/width64_fused_mlp.cu)
+endif()
+find_path(TINYFUSE_ROCWMMA_INCLUDE_DIR rocwmma/rocwmma.hpp HINTS /opt/rocm/include ${CMAKE_HIP_COMPILER_ROCM_ROOT}/include)
+if(TINYFUSE_ROCWMMA_INCLUDE_DIR)
+  set(_tf_rocwmma_note "rocWMMA at ${TINYFUSE_ROCWMMA_INCLUDE_DIR}")
+else()
+  list(REMOVE_ITEM _tf_units ${_tf_need_rocwmma})
+  foreach(u ${_tf_need_rocwmma})
+    list(APPEND _tf_skipped "${u}: needs rocWMMA (rocwmma/rocwmma.hpp not found)")
+  endforeach()
+endif()
+list(REMOVE_ITEM _tf_units ${TINYFUSE_GPU_UNITS_CUDA_ONLY})
+foreach(u ${TINYFUSE_GPU_UNITS_CUDA_ONLY})
+  list(APPEND _tf_skipped "${u}: CUDA only (mma.sync), HIP path not written")
 endforeach()
 
 add_library(tinyfuse_hip_units OBJECT ${_tf_units})
@@ -33,6 +49,9 @@ target_compile_definitions(tinyfuse_hip_units PRIVATE TINYFUSE_WITH_HIP)
 if(hipblaslt_FOUND)
   target_compile_definitions(tinyfuse_hip_units PRIVATE TINYFUSE_WITH_HIPBLASLT)
   target_link_libraries(tinyfuse_hip_units PRIVATE roc::hipblaslt)
+endif()
+if(TINYFUSE_ROCWMMA_INCLUDE_DIR)
+  target_include_directories(tinyfuse_hip_units SYSTEM PRIVATE ${TINYFUSE_ROCWMMA_INCLUDE_DIR})
 endif()
 target_compile_options(tinyfuse_hip_units PRIVATE -Wall)
 # As --fmad=false in the CUDA build: the optimizers round as the CPU reference.

@@ -7,6 +7,7 @@
 // operand with k = out, n = in, i.e. B[k][n] = W[k][n] read as 8x8 blocks transposed
 // (ldmatrix .trans) from the forward layout.
 #include "cuda/fused/kernel_common.cuh"
+#include "cuda/fused/mma.cuh"
 #include "cuda/fused/launch_config.h"
 
 namespace tinyfuse::cuda::fused {

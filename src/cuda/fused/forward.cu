@@ -2,12 +2,20 @@
 // kernel runs every layer of a tile of rows with the activations in registers; only the input
 // is read and the output (plus, for training, each hidden layer's y and, where needed, z)
 // written. See kernel_common.cuh for the tiling and launch_config.h for the grid.
+// HIP builds compile forward_hip.cuh's kernel (rocWMMA, activations through LDS) in place of this
+// file's (mma.sync, activations in registers); the host side below is shared.
 #include "cuda/fused/kernel_common.cuh"
+#include "cuda/fused/mma.cuh"
 #include "cuda/fused/launch_config.h"
+#if defined(TINYFUSE_WITH_HIP)
+#include "cuda/fused/forward_hip.cuh"
+#endif
 
 namespace tinyfuse::cuda::fused {
 
 namespace {
+
+#if !defined(TINYFUSE_WITH_HIP)
 
 template <int WIDTH>
 using Tile = Tiling<WIDTH>;
@@ -193,6 +201,23 @@ void launch_width(const FusedShape& shape, const ForwardArgs& args, gpuStream_t 
       kernel_shape(shape, cfg.resident), args, cfg.n_tiles);
   TF_GPU_CHECK_LAUNCH("fused_forward_kernel");
 }
+
+#else  // TINYFUSE_WITH_HIP
+
+template <typename T, int WIDTH>
+void launch_width(const FusedShape& shape, const ForwardArgs& args, gpuStream_t stream) {
+  const size_t waves_bytes = kWarpsPerBlock * hip_forward_wave_bytes<WIDTH>(shape.in_width, sizeof(T));
+  const LaunchConfig cfg = launch_config(fused_forward_kernel<T, WIDTH>, shape, sizeof(T), Tiling<WIDTH>::kBlockRows,
+                                         args.batch, waves_bytes);
+  if (cfg.grid == 0) return;
+  // The wave size is the device's (32 on RDNA, 64 on CDNA); the kernel's lane maths uses the same.
+  const unsigned threads = static_cast<unsigned>(kWarpsPerBlock * device_limits().warp_size);
+  fused_forward_kernel<T, WIDTH><<<cfg.grid, threads, cfg.smem_bytes, stream>>>(kernel_shape(shape, cfg.resident), args,
+                                                                                 cfg.n_tiles, cfg.weight_smem_bytes);
+  TF_GPU_CHECK_LAUNCH("fused_forward_kernel");
+}
+
+#endif  // TINYFUSE_WITH_HIP
 
 template <typename T>
 void launch_typed(const FusedShape& shape, const ForwardArgs& args, gpuStream_t stream) {

@@ -17,7 +17,7 @@
 
 #include "core/activation_math.h"
 #include "cuda/fused/launch.h"
-#include "cuda/fused/mma.cuh"
+#include "cuda/common.cuh"
 
 namespace tinyfuse::cuda::fused {
 

@@ -3,6 +3,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "cuda/amd_matrix_cores.h"
 #include "tinyfuse/buffer.h"
 #include "tinyfuse/errors.h"
 
@@ -22,6 +23,9 @@ const DeviceLimits& device_limits() {
   TF_GPU_CHECK(gpuDeviceGetAttribute(&smem, gpuDevAttrMaxSharedMemoryPerBlockOptin, device));
   TF_GPU_CHECK(gpuDeviceGetAttribute(&d.major, gpuDevAttrComputeCapabilityMajor, device));
   TF_GPU_CHECK(gpuDeviceGetAttribute(&d.minor, gpuDevAttrComputeCapabilityMinor, device));
+  // Threads per block are kWarpsPerBlock x this; the kernels' lane maths uses fused::kWarpSize,
+  // the same number in their device pass (32 on NVIDIA; 32 or 64 by AMD target).
+  TF_GPU_CHECK(gpuDeviceGetAttribute(&d.warp_size, gpuDevAttrWarpSize, device));
   d.max_smem_per_block = static_cast<size_t>(smem);
   return cache.emplace(device, d).first->second;
 }
@@ -29,6 +33,13 @@ const DeviceLimits& device_limits() {
 void check_device_supports(DType t, const FusedShape& shape, const std::string& otype) {
   if (gpu_count() == 0) return;  // nothing can run; the first call reports that
   const DeviceLimits& dev = device_limits();
+#if defined(TINYFUSE_WITH_HIP)
+  const std::string arch = current_gfx_arch();
+  if (!gfx_has_matrix_cores(arch))
+    throw UnsupportedError(otype + " needs matrix cores with rocWMMA 16x16x16 products (" + kMatrixCoreTargets +
+                           "); this device is " + arch + ". PortableMLP runs here.");
+  // The HIP kernels also keep per-wave activation rows in LDS; launch_config checks the total.
+#else
   const int cc = dev.major * 10 + dev.minor;
   const std::string arch = "sm_" + std::to_string(cc);
   if (t == DType::BF16 && cc < 80)
@@ -37,6 +48,7 @@ void check_device_supports(DType t, const FusedShape& shape, const std::string& 
   if (cc < 75)
     throw UnsupportedError(otype + " needs tensor cores with mma.sync (sm_75 or newer); this device is " + arch +
                            ". BlasLtMLPFP16 or PortableMLP run here.");
+#endif
   const size_t elem = dtype_size(t);
   const SmemPlan plan = plan_smem(shape, elem, dev.max_smem_per_block / 2);
   if (plan.bytes <= dev.max_smem_per_block) return;

@@ -15,6 +15,7 @@ struct DeviceLimits {
   int sm_count = 0;
   size_t max_smem_per_block = 0;  // opt-in maximum of dynamic shared memory
   int major = 0, minor = 0;       // compute capability
+  int warp_size = 32;             // lanes per warp / wavefront (AMD: 32 or 64 by target)
 };
 // This thread's current device, queried once per device.
 const DeviceLimits& device_limits();
@@ -24,25 +25,32 @@ struct LaunchConfig {
   size_t smem_bytes = 0;
   bool resident = false;
   int64_t n_tiles = 0;
+  size_t weight_smem_bytes = 0;  // the weights' part of smem_bytes (16-byte multiple), first
 };
 
+// extra_smem_bytes: shared memory the kernel needs after the weights (the HIP kernels' per-wave
+// activation buffers; 0 on CUDA, whose activations stay in registers).
 template <typename Kernel>
-LaunchConfig launch_config(Kernel kernel, const FusedShape& shape, size_t elem_bytes, int block_rows, int64_t batch) {
+LaunchConfig launch_config(Kernel kernel, const FusedShape& shape, size_t elem_bytes, int block_rows, int64_t batch,
+                           size_t extra_smem_bytes = 0) {
   LaunchConfig cfg;
   if (batch <= 0) return cfg;
   const DeviceLimits& dev = device_limits();
-  const SmemPlan plan = plan_smem(shape, elem_bytes, dev.max_smem_per_block / 2);
-  if (plan.bytes > dev.max_smem_per_block)
+  const size_t weight_limit = dev.max_smem_per_block > extra_smem_bytes ? dev.max_smem_per_block - extra_smem_bytes : 0;
+  const SmemPlan plan = plan_smem(shape, elem_bytes, weight_limit / 2);
+  if (plan.bytes > weight_limit)
     throw UnsupportedError("FullyFusedMLP: one layer's weights need " + std::to_string(plan.bytes) +
-                           " bytes of shared memory, this device allows " + std::to_string(dev.max_smem_per_block));
+                           " bytes of shared memory (besides " + std::to_string(extra_smem_bytes) +
+                           " for activations), this device allows " + std::to_string(dev.max_smem_per_block));
   cfg.resident = plan.resident;
-  cfg.smem_bytes = plan.bytes;
+  cfg.weight_smem_bytes = (plan.bytes + 15) / 16 * 16;
+  cfg.smem_bytes = extra_smem_bytes ? cfg.weight_smem_bytes + extra_smem_bytes : plan.bytes;
   // Always the device maximum (never the size of this launch), so threads launching the same
   // kernel for different networks cannot lower it under each other.
   TF_GPU_CHECK(gpuFuncSetAttribute(reinterpret_cast<const void*>(kernel), gpuFuncAttributeMaxDynamicSharedMemorySize,
                                    static_cast<int>(dev.max_smem_per_block)));
   int per_sm = 0;
-  TF_GPU_CHECK(gpuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kWarpsPerBlock * kWarpSize, cfg.smem_bytes));
+  TF_GPU_CHECK(gpuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kWarpsPerBlock * dev.warp_size, cfg.smem_bytes));
   cfg.n_tiles = (batch + block_rows - 1) / block_rows;
   const int64_t resident_blocks = static_cast<int64_t>(std::max(per_sm, 1)) * dev.sm_count;
   cfg.grid = static_cast<unsigned>(std::min<int64_t>(cfg.n_tiles, std::max<int64_t>(resident_blocks, 1)));

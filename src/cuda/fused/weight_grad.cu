@@ -14,6 +14,7 @@
 #include <algorithm>
 
 #include "cuda/fused/kernel_common.cuh"
+#include "cuda/fused/mma.cuh"
 
 namespace tinyfuse::cuda::fused {
 

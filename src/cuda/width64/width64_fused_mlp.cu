@@ -14,7 +14,12 @@
 
 #include "core/mlp_base.h"
 #include "cuda/common.cuh"
-#include "cuda/width64/width64_kernel.cuh"
+#if defined(TINYFUSE_WITH_HIP)
+#include "cuda/amd_matrix_cores.h"
+#include "cuda/width64/width64_kernel_hip.cuh"  // rocWMMA; activations through LDS between layers
+#else
+#include "cuda/width64/width64_kernel.cuh"  // mma.sync; activations in registers
+#endif
 #include "tinyfuse/buffer.h"
 #include "tinyfuse/errors.h"
 
@@ -24,7 +29,6 @@ namespace {
 
 using width64::kRowsPerTile;
 using width64::kSharedBytes;
-using width64::kThreads;
 using width64::kWarpsPerBlock;
 using width64::width64_fused_kernel;
 
@@ -32,13 +36,13 @@ constexpr const char* kTrainWith =
     "train BlasLtMLPFP16 (or PortableMLP) with the same config and load its parameters: the "
     "12,480-value layout is the same (docs/PARAMETERS.md)";
 
-using LaunchFn = void (*)(unsigned blocks, gpuStream_t stream, const __half* params, const __half* in, int64_t ld_in,
+using LaunchFn = void (*)(unsigned blocks, unsigned threads, gpuStream_t stream, const __half* params, const __half* in, int64_t ld_in,
                          __half* out, int64_t ld_out, int64_t batch);
 
 template <int MT, bool VecIO>
-void launch(unsigned blocks, gpuStream_t stream, const __half* params, const __half* in, int64_t ld_in, __half* out,
-            int64_t ld_out, int64_t batch) {
-  width64_fused_kernel<MT, VecIO><<<blocks, kThreads, kSharedBytes<MT>, stream>>>(params, in, ld_in, out, ld_out, batch);
+void launch(unsigned blocks, unsigned threads, gpuStream_t stream, const __half* params, const __half* in, int64_t ld_in,
+            __half* out, int64_t ld_out, int64_t batch) {
+  width64_fused_kernel<MT, VecIO><<<blocks, threads, kSharedBytes<MT>, stream>>>(params, in, ld_in, out, ld_out, batch);
   TF_GPU_CHECK_LAUNCH("width64_fused_kernel");
 }
 
@@ -48,11 +52,13 @@ struct Variant {
   int blocks_per_sm = 0;
 };
 
+// threads: kWarpsPerBlock warps of the device's warp size (32; on AMD 32 or 64 by target).
 template <int MT, bool VecIO>
-Variant prepare_variant(const std::string& device_name) {
+Variant prepare_variant(const std::string& device_name, int threads) {
   Variant v;
   v.launch = &launch<MT, VecIO>;
   const void* fn = reinterpret_cast<const void*>(&width64_fused_kernel<MT, VecIO>);
+#if !defined(TINYFUSE_WITH_HIP)
   gpuFuncAttributes attr{};
   TF_GPU_CHECK(gpuFuncGetAttributes(&attr, fn));
   // Code built for an older architecture (a trap there), whether as SASS or JIT-compiled PTX.
@@ -62,11 +68,12 @@ Variant prepare_variant(const std::string& device_name) {
                       "this library holds no sm_80+ code for the Width64FusedMLP kernel (" + device_name +
                           " would run code built for sm_" + std::to_string(built_for) + ")",
                       "rebuild with 80 or 90 in CMAKE_CUDA_ARCHITECTURES, or use BlasLtMLPFP16");
+#endif
   TF_GPU_CHECK(gpuFuncSetAttribute(fn, gpuFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes<MT>));
-  TF_GPU_CHECK(gpuOccupancyMaxActiveBlocksPerMultiprocessor(&v.blocks_per_sm, fn, kThreads, kSharedBytes<MT>));
+  TF_GPU_CHECK(gpuOccupancyMaxActiveBlocksPerMultiprocessor(&v.blocks_per_sm, fn, threads, kSharedBytes<MT>));
   if (v.blocks_per_sm < 1)
     throw UnsupportedError("Width64FusedMLP: its kernel (" + std::to_string(kSharedBytes<MT>) +
-                           " bytes of shared memory, " + std::to_string(kThreads) + " threads) does not fit on " +
+                           " bytes of shared memory, " + std::to_string(threads) + " threads) does not fit on " +
                            device_name + "; use BlasLtMLPFP16");
   return v;
 }
@@ -125,7 +132,7 @@ class Width64FusedMlp final : public MlpBase {
     const int64_t blocks = std::min<int64_t>((tiles + kWarpsPerBlock - 1) / kWarpsPerBlock,
                                              static_cast<int64_t>(v.blocks_per_sm) * sm_count_);
 
-    v.launch(static_cast<unsigned>(blocks), stream_of(input), inference_params_, static_cast<const __half*>(input.data),
+    v.launch(static_cast<unsigned>(blocks), static_cast<unsigned>(kWarpsPerBlock * warp_size_), stream_of(input), inference_params_, static_cast<const __half*>(input.data),
              input.strides[0], static_cast<__half*>(output.data), output.strides[0], batch);
   }
 
@@ -143,10 +150,21 @@ class Width64FusedMlp final : public MlpBase {
   // Checks the current device can run the kernel and sizes the persistent grid for it.
   void prepare_device() {
     TF_GPU_CHECK(gpuGetDevice(&device_));
+    TF_GPU_CHECK(gpuDeviceGetAttribute(&sm_count_, gpuDevAttrMultiProcessorCount, device_));
+    // The kernel's kWarpSize in its device pass (32 on NVIDIA; 32 or 64 by AMD target).
+    TF_GPU_CHECK(gpuDeviceGetAttribute(&warp_size_, gpuDevAttrWarpSize, device_));
+#if defined(TINYFUSE_WITH_HIP)
+    const std::string arch = current_gfx_arch();
+    const std::string device_name = "GPU " + std::to_string(device_) + " (" + arch + ")";
+    if (!gfx_has_matrix_cores(arch))
+      throw ConfigError("network.otype", "\"Width64FusedMLP\"",
+                        std::string("Width64FusedMLP needs matrix cores with rocWMMA 16x16x16 products (") +
+                            kMatrixCoreTargets + "); " + device_name + " has none",
+                        "PortableMLP");
+#else
     int major = 0, minor = 0;
     TF_GPU_CHECK(gpuDeviceGetAttribute(&major, gpuDevAttrComputeCapabilityMajor, device_));
     TF_GPU_CHECK(gpuDeviceGetAttribute(&minor, gpuDevAttrComputeCapabilityMinor, device_));
-    TF_GPU_CHECK(gpuDeviceGetAttribute(&sm_count_, gpuDevAttrMultiProcessorCount, device_));
     const std::string device_name = "GPU " + std::to_string(device_) + " (sm_" + std::to_string(major) +
                                     std::to_string(minor) + ")";
     if (major < 8)
@@ -154,17 +172,18 @@ class Width64FusedMlp final : public MlpBase {
                         "Width64FusedMLP needs compute capability 8.0 or newer (mma.sync m16n8k16, cp.async); " +
                             device_name + " is older",
                         "BlasLtMLPFP16 (the same parameter layout) or PortableMLP");
-    variants_[0][0] = prepare_variant<1, false>(device_name);
-    variants_[0][1] = prepare_variant<1, true>(device_name);
-    variants_[1][0] = prepare_variant<2, false>(device_name);
-    variants_[1][1] = prepare_variant<2, true>(device_name);
+#endif
+    variants_[0][0] = prepare_variant<1, false>(device_name, kWarpsPerBlock * warp_size_);
+    variants_[0][1] = prepare_variant<1, true>(device_name, kWarpsPerBlock * warp_size_);
+    variants_[1][0] = prepare_variant<2, false>(device_name, kWarpsPerBlock * warp_size_);
+    variants_[1][1] = prepare_variant<2, true>(device_name, kWarpsPerBlock * warp_size_);
     prepared_ = true;
   }
 
   const __half* params_ = nullptr;
   const __half* inference_params_ = nullptr;
   bool prepared_ = false;
-  int device_ = -1, sm_count_ = 0;
+  int device_ = -1, sm_count_ = 0, warp_size_ = 32;
   Variant variants_[2][2];  // [rows of 16 per warp tile - 1][vector I/O]
 };
 
