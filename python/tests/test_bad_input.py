@@ -62,6 +62,7 @@ class Bench:
         self.dtype = module.params.dtype  # the good input's dtype: the module's own
         self.x = torch.rand(BATCH, self.n_in, generator=torch.Generator().manual_seed(7)).to(device, self.dtype)
         self.reference = bits(self.good_call())
+        self.reference_autograd = bits(self.m(self.x))  # the training path (GPU kernels may differ from inference)
         self.params = bits(module.params)
         self.grad = None if module.params.grad is None else bits(module.params.grad)
 
@@ -74,8 +75,7 @@ class Bench:
         grad = self.m.params.grad
         assert (grad is None and self.grad is None) or torch.equal(bits(grad), self.grad), "params.grad changed"
         assert torch.equal(bits(self.good_call()), self.reference), "the module computes something else afterwards"
-        # The autograd path too: same values as inference.
-        assert torch.equal(bits(self.m(self.x)), self.reference)
+        assert torch.equal(bits(self.m(self.x)), self.reference_autograd), "the autograd path computes something else"
 
 
 @pytest.fixture(params=list(SUBJECTS), ids=list(SUBJECTS))
@@ -471,15 +471,15 @@ def test_cuda_bad_inputs(subject):
 
 @requires_gpu
 def test_cuda_batch_beyond_the_gpus_memory_is_a_memory_error():
-    # One input column, 128 output columns: a 4 GiB input whose output (2^30 x 128 values) is
-    # several times any GPU's memory. Refused as out of memory, with nothing changed.
+    # One input column, 128 output columns: a 4 GiB input whose output (2^30 x 128 values, at
+    # least 256 GiB) is beyond the GPU's memory. Refused as out of memory, with nothing changed.
     enc = {"otype": "HashGrid", "n_levels": 16, "n_features_per_level": 8, "log2_hashmap_size": 12,
            "base_resolution": 4, "per_level_scale": 1.5}
     g = Bench(_randomized(tcnn.Encoding(1, enc), 5), "cuda")
     rows = 1 << 30
     _, total = torch.cuda.mem_get_info()
-    if rows * g.m.n_output_dims * 2 < 2 * total:
-        pytest.skip("this GPU could nearly hold the output")
+    if rows * g.m.n_output_dims * 2 <= total:
+        pytest.skip("this GPU could hold the output")
     x = torch.zeros(rows, 1, device="cuda")
     for grad in (False, True):
         with torch.set_grad_enabled(grad):
