@@ -6,6 +6,7 @@
 #include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
 
+#include "core/host_memory.h"
 #include "default_config.h"
 #include "loss_plot.h"
 #include "native_object.h"
@@ -49,6 +50,14 @@ json parse_config(const std::string& text, const char* what) {
   }
 }
 
+// Widths arrive as Python ints: a negative or oversized one is a ConfigError naming the key (the
+// library checks the rest), not nanobind's "incompatible function arguments" TypeError.
+uint32_t width_arg(int64_t value, const char* key) {
+  if (value < 0 || value > int64_t{UINT32_MAX})
+    throw ConfigError(key, std::to_string(value), "a width must be a non-negative 32-bit integer", "an integer >= 1");
+  return static_cast<uint32_t>(value);
+}
+
 std::unique_ptr<NativeObject> wrap(std::shared_ptr<DifferentiableObject> o) {
   return std::make_unique<NativeObject>(std::move(o));
 }
@@ -65,6 +74,8 @@ NB_MODULE(_native, m) {
   static nb::exception<ShapeError> shape_error(m, "ShapeError", value_bases);
   static nb::exception<UnsupportedError> unsupported_error(m, "UnsupportedError",
                                                            nb::make_tuple(error, nb::handle(PyExc_NotImplementedError)));
+  static nb::exception<OutOfMemoryError> out_of_memory_error(m, "OutOfMemoryError",
+                                                             nb::make_tuple(error, nb::handle(PyExc_MemoryError)));
   // Modules held in globals or autograd graphs may still be alive when the interpreter exits;
   // that is not a leak of ours, so nanobind's exit report would only alarm.
   nb::set_leak_warnings(false);
@@ -80,6 +91,11 @@ NB_MODULE(_native, m) {
 #endif
   m.def("gpu_count", &gpu_count, "GPUs this build can use here (0 without CUDA backend, driver or device)");
   m.def("network_otypes", &network_otypes);
+  // The host memory the Python layer is about to ask torch for (rows x bytes per row), checked as
+  // the library checks its own scratch: OutOfMemoryError before anything is allocated.
+  m.def("check_host_bytes", [](int64_t rows, int64_t bytes_per_row, const std::string& what) {
+    checked_bytes({rows, bytes_per_row}, what);
+  });
   m.def("encoding_otypes", &encoding_otypes);
 
   nb::class_<NativeContext>(m, "Context");
@@ -126,19 +142,21 @@ NB_MODULE(_native, m) {
       .def("time_training", &NativeObject::time_training, nb::call_guard<nb::gil_scoped_release>());
 
   m.def("create_network",
-        [](uint32_t n_input_dims, uint32_t n_output_dims, const std::string& network, const std::string& device,
+        [](int64_t n_input_dims, int64_t n_output_dims, const std::string& network, const std::string& device,
            int cpu_precision) {
-          return wrap(create_network(parse_config(network, "network"), n_input_dims, n_output_dims,
-                                     options(device, cpu_precision)));
+          return wrap(create_network(parse_config(network, "network"), width_arg(n_input_dims, "network.n_input_dims"),
+                                     width_arg(n_output_dims, "network.n_output_dims"), options(device, cpu_precision)));
         });
   m.def("create_encoding",
-        [](uint32_t n_input_dims, const std::string& encoding, const std::string& device, int cpu_precision) {
-          return wrap(create_encoding(parse_config(encoding, "encoding"), n_input_dims, options(device, cpu_precision)));
+        [](int64_t n_input_dims, const std::string& encoding, const std::string& device, int cpu_precision) {
+          return wrap(create_encoding(parse_config(encoding, "encoding"), width_arg(n_input_dims, "encoding.n_input_dims"),
+                                      options(device, cpu_precision)));
         });
   m.def("create_network_with_input_encoding",
-        [](uint32_t n_input_dims, uint32_t n_output_dims, const std::string& encoding, const std::string& network,
+        [](int64_t n_input_dims, int64_t n_output_dims, const std::string& encoding, const std::string& network,
            const std::string& device, int cpu_precision) {
-          return wrap(create_network_with_input_encoding(n_input_dims, n_output_dims,
+          return wrap(create_network_with_input_encoding(width_arg(n_input_dims, "encoding.n_input_dims"),
+                                                         width_arg(n_output_dims, "network.n_output_dims"),
                                                          parse_config(encoding, "encoding"),
                                                          parse_config(network, "network"),
                                                          options(device, cpu_precision)));

@@ -7,6 +7,7 @@ PyTorch: it only loads the compiled core and names its errors.
 from ._native import (  # noqa: F401
     ConfigError,
     Error,
+    OutOfMemoryError,
     ShapeError,
     UnsupportedError,
     built_with_cuda,
@@ -16,5 +17,5 @@ from ._native import (  # noqa: F401
 )
 
 __version__ = "0.1.0"
-__all__ = ["ConfigError", "Error", "ShapeError", "UnsupportedError", "built_with_cuda", "gpu_count",
+__all__ = ["ConfigError", "Error", "OutOfMemoryError", "ShapeError", "UnsupportedError", "built_with_cuda", "gpu_count",
            "network_otypes", "encoding_otypes", "__version__"]

@@ -14,15 +14,16 @@ any PyTorch >= 2.1.
 """
 
 import json
+import operator
 
 import torch
 from torch.autograd.function import once_differentiable
 
 from . import _native
-from ._native import ConfigError, Error, ShapeError, UnsupportedError  # noqa: F401
+from ._native import ConfigError, Error, OutOfMemoryError, ShapeError, UnsupportedError  # noqa: F401
 
 __all__ = ["Module", "Network", "Encoding", "NetworkWithInputEncoding",
-           "ConfigError", "Error", "ShapeError", "UnsupportedError"]
+           "ConfigError", "Error", "OutOfMemoryError", "ShapeError", "UnsupportedError"]
 
 _TORCH_DTYPE = {
     _native.DTYPE_F32: torch.float32,
@@ -32,6 +33,8 @@ _TORCH_DTYPE = {
 }
 _DTYPE_CODE = {t: c for c, t in _TORCH_DTYPE.items()}
 _SIXTEEN_BIT = (torch.float16, torch.bfloat16)
+# What torch raises when a GPU allocation fails (torch.OutOfMemoryError from 2.5 on).
+_TORCH_OOM = getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)
 
 # The raw handle of the current stream without building a torch.cuda.Stream object (the fast
 # private call exists in every PyTorch >= 2.1 with CUDA; the public one is the fallback).
@@ -166,12 +169,21 @@ class Module(torch.nn.Module):
 
     def __init__(self, seed=1337):
         super().__init__()
+        try:
+            seed = operator.index(seed)  # Python and NumPy integers
+        except TypeError:
+            raise TypeError(f"{type(self).__name__}: seed must be an integer, got {seed!r}") from None
+        if not 0 <= seed < 2**64:
+            raise ValueError(f"{type(self).__name__}: seed must be in [0, 2^64), got {seed}")
         self.seed = seed
         self._backends = {}
         home, key = self._home_backend()
         self._backends[key] = home
         self._n_params = home.n_params
         self.hyperparams = json.loads(home.native.hyperparams)
+        # A model too large for the machine is refused before torch is asked for its memory.
+        _native.check_host_bytes(home.n_params, 4, f"{type(self).__name__}'s FP32 parameters "
+                                 f"({home.n_params} values)")
         initial = torch.empty(home.n_params, dtype=torch.float32)
         if home.n_params:
             home.native.initial_params(int(seed), initial.data_ptr())
@@ -249,6 +261,23 @@ class Module(torch.nn.Module):
         rows = x.shape[0]
         g = backend.granularity
         padded_rows = rows if g == 1 else -(-rows // g) * g
+        try:
+            return self._call(x, params, backend, rows, padded_rows)
+        except _TORCH_OOM as e:  # torch's own allocations for this call (GPU)
+            raise OutOfMemoryError(f"out of memory: {type(self).__name__} on {x.device}, a batch of {rows}: "
+                                   f"{str(e).splitlines()[0]}; nothing was changed") from e
+
+    def _call(self, x, params, backend, rows, padded_rows):
+        if x.device.type == "cpu":
+            # The tensors this call asks torch for (the output, a converted or padded copy of the
+            # input) are checked as the library checks its scratch: a batch that cannot fit is
+            # an OutOfMemoryError before anything is allocated (docs/ERRORS.md).
+            copies_input = x.dtype != backend.input_dtype or padded_rows != rows
+            per_row = backend.padded_output_width * backend.output_dtype.itemsize
+            if copies_input:
+                per_row += self.n_input_dims * backend.input_dtype.itemsize
+            _native.check_host_bytes(padded_rows, per_row,
+                                     f"{type(self).__name__}'s output of a batch of {rows}")
         if x.dtype != backend.input_dtype:
             x = x.to(backend.input_dtype)
         if padded_rows != rows:
@@ -262,6 +291,33 @@ class Module(torch.nn.Module):
         return out
 
     # -- torch.nn.Module conventions ---------------------------------------------------------------
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                              error_msgs):
+        # As load_checkpoint in C++ (docs/ERRORS.md): parameters that torch would cast silently
+        # (integers, booleans) or that are not finite are refused before anything is copied.
+        # Shapes, missing and unexpected keys stay torch's own errors, but an unexpected key no
+        # longer lets the parameters be copied before torch raises for it.
+        p = state_dict.get(prefix + "params")
+        if strict:
+            unexpected = [k for k in state_dict if k.startswith(prefix) and k[len(prefix):] not in ("params",
+                                                                                                "_extra_state")]
+            if unexpected:
+                unexpected_keys.extend(unexpected)
+                if p is None:
+                    missing_keys.append(prefix + "params")
+                return
+        if isinstance(p, torch.Tensor) and p.shape == self.params.shape:
+            name = f"{type(self).__name__}.load_state_dict"
+            if not p.is_floating_point():
+                raise ShapeError(f"{name}: '{prefix}params' holds {p.dtype}; parameters must be floating-point "
+                                 "(float32; float16, bfloat16 and float64 are converted); the module was left unchanged")
+            if p.device.type != "meta" and not bool(torch.isfinite(p).all()):
+                bad = int((~torch.isfinite(p)).sum())
+                raise Error(f"{name}: '{prefix}params' holds {bad} values that are not finite (NaN or Inf); "
+                            "the module was left unchanged")
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                                      error_msgs)
+
     def __getstate__(self):
         # Native objects are not pickled; forward() rebuilds them for the device it meets.
         state = self.__dict__.copy()

@@ -60,6 +60,9 @@ std::unique_ptr<Network> create_network(const json& config, uint32_t n_input_dim
 }
 
 std::unique_ptr<Encoding> create_encoding(const json& config, uint32_t n_input_dims, const BuildOptions& options) {
+  if (n_input_dims > kMaxModelWidth)  // output widths would overflow 32 bits (kMaxModelWidth)
+    throw ConfigError("encoding.n_input_dims", std::to_string(n_input_dims), "encodings take at most 2^20 input dimensions",
+                      "1 .. " + std::to_string(kMaxModelWidth));
 #ifdef TINYFUSE_WITH_CUDA
   if (options.device == Device::CUDA) return cuda::make_encoding(config, "encoding", n_input_dims);
 #endif

@@ -121,6 +121,12 @@ MlpSpec parse_network_config(const json& config, uint32_t n_input_dims, uint32_t
   spec.output_activation = parse_activation(r.get_string("output_activation", "None"), r.key_path("output_activation"));
   if (n_input_dims == 0) throw ConfigError(path + ".n_input_dims", "0", "a network needs at least one input", ">= 1");
   if (n_output_dims == 0) throw ConfigError(path + ".n_output_dims", "0", "a network needs at least one output", ">= 1");
+  // Widths are 32-bit and padded up to multiples of 16: the cap keeps that arithmetic exact
+  // (2^32 - 1 outputs were padded to 0 before).
+  for (const auto& [key, width] : {std::pair<const char*, uint32_t>{"n_input_dims", n_input_dims}, {"n_output_dims", n_output_dims}})
+    if (width > kMaxModelWidth)
+      throw ConfigError(path + "." + key, std::to_string(width), "widths are limited to 2^20 (widths and padded widths are 32-bit)",
+                        "1 .. " + std::to_string(kMaxModelWidth));
 
   if (spec.otype == "Width64FusedMLP") {
     check_width64_fused(r, spec, n_input_dims, n_output_dims);

@@ -10,6 +10,11 @@
 
 namespace tinyfuse {
 
+// The largest width a network takes in or gives out, and the most input dimensions an encoding
+// takes. Widths are 32-bit; an encoding's output is up to 1024 per input dimension (OneBlob's
+// bins), so 2^20 keeps every width and its padding exact. Far above any tiny MLP.
+constexpr uint32_t kMaxModelWidth = uint32_t{1} << 20;
+
 // Shape and semantics of an MLP, resolved from its config.
 struct MlpSpec {
   std::string otype;

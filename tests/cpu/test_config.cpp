@@ -152,4 +152,18 @@ TEST(Config, ZeroWidthsAreRejected) {
   EXPECT_THROW(create_network({{"otype", "PortableMLP"}}, 4, 0), ConfigError);
 }
 
+// Widths beyond 2^20 wrapped around in 32-bit arithmetic: 2^32 - 1 outputs padded to 0, a
+// Frequency encoding of 2^31 inputs had output width 0. Now refused, naming the key.
+TEST(Config, WidthsBeyondTheCapAreRejected) {
+  const uint32_t over = (uint32_t{1} << 20) + 1;
+  EXPECT_EQ(expect_config_error([&] { create_network({{"otype", "CutlassMLP"}}, 4, UINT32_MAX); }).key(), "network.n_output_dims");
+  EXPECT_EQ(expect_config_error([&] { create_network({{"otype", "PortableMLP"}}, over, 4); }).key(), "network.n_input_dims");
+  EXPECT_EQ(expect_config_error([&] { create_encoding({{"otype", "Frequency"}}, uint32_t{1} << 31); }).key(), "encoding.n_input_dims");
+  EXPECT_EQ(expect_config_error([&] { create_encoding({{"otype", "OneBlob"}}, over); }).key(), "encoding.n_input_dims");
+  // At the cap itself all is exact: the widest per-dimension output (1024 OneBlob bins) fits.
+  EXPECT_EQ(create_encoding({{"otype", "OneBlob"}, {"n_bins", 1024}}, uint32_t{1} << 20)->output_width(), uint32_t{1} << 30);
+  EXPECT_EQ(create_network({{"otype", "CutlassMLP"}, {"n_neurons", 16}, {"n_hidden_layers", 1}}, 4, uint32_t{1} << 20)->padded_output_width(),
+            uint32_t{1} << 20);
+}
+
 }  // namespace
