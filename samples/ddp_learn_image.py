@@ -99,6 +99,8 @@ def run(rank, world, device, a):
     config = job.load_config(a)
     target = job.load_target(a)
     model = job.make_model(config, a.seed + (rank if a.init_seed_per_rank else 0)).to(device)
+    initial_sums = [torch.zeros(1, dtype=torch.float64, device=device) for _ in range(world)]
+    dist.all_gather(initial_sums, model.params.detach().double().sum().reshape(1))
     # DDP broadcasts rank 0's parameters into every rank's `params` in place; tinyfuse's native
     # objects read the parameters from that tensor on each call, so they follow.
     ddp = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
@@ -158,6 +160,7 @@ def run(rank, world, device, a):
         "config": config, "seed": a.seed, "init_seed_per_rank": a.init_seed_per_rank,
         "steps": a.steps, "steps_done": steps_done, "global_batch": a.batch, "batch_per_rank": share,
         "n_params": params.numel(), "params_identical_across_ranks": identical,
+        "initial_param_sums_before_broadcast": [t.item() for t in initial_sums],
         "first_step_s": t_first, "train_time_s_after_first_step": t_rest,
         "samples_per_second": rate,  # over the steps after the first, all ranks together
         "final_loss": losses[-1] if losses and math.isfinite(losses[-1]) else None,
