@@ -195,6 +195,9 @@ def main(argv=None):
     set_thread_env(a, a.nproc)
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(free_port())
+    if a.backend == "gloo" and os.path.exists("/sys/class/net/lo"):
+        # gloo's rank-to-rank links pick the host name's interface otherwise: keep them on loopback.
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     mp.spawn(spawned, args=(a.nproc, a), nprocs=a.nproc, join=True)
     return 0
 
