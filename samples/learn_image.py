@@ -8,6 +8,7 @@ bilinearly interpolated target colours. Writes OUT/reconstruction.png, OUT/targe
 OUT/loss.png, OUT/log.json and OUT/checkpoint.pt (model and optimizer state dicts).
 
     python samples/learn_image.py [--steps 1000] [--batch 8192] [--device cpu|cuda] [--out DIR]
+                                  [--n-levels 16] [--log2-hashmap-size 15]
 """
 
 import argparse
@@ -82,51 +83,83 @@ def psnr(image, reference):
     return 10 * math.log10(1 / mse) if mse > 0 else math.inf
 
 
-def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_job_args(p):
+    """The job's arguments that samples/ddp_learn_image.py shares."""
     p.add_argument("--config", help="tiny-cuda-nn JSON config {loss, optimizer, encoding, network} (default: the CLI's)")
+    p.add_argument("--n-levels", type=int, help="override the encoding's n_levels (fewer: a smaller, faster model)")
+    p.add_argument("--log2-hashmap-size", type=int, help="override the encoding's log2_hashmap_size")
     p.add_argument("--image", help="target picture (default: the CLI's built-in 256x256 test pattern)")
     p.add_argument("--steps", type=int, default=1000)
     p.add_argument("--batch", type=int, default=1 << 13)
-    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    p.add_argument("--out", default="learn-image-py-out")
     p.add_argument("--seed", type=int, default=1337)
-    p.add_argument("--quiet", action="store_true")
-    a = p.parse_args(argv)
-    t_start = time.perf_counter()
 
+
+def load_config(a):
+    """The config from --config or the CLI's default, with the command line's overrides; L2 + Adam only."""
     if a.config:
         with open(a.config) as f:
             config = json.load(f)
     else:
         config = json.loads(_native.learn_image_default_config())
+    for key, value in (("n_levels", a.n_levels), ("log2_hashmap_size", a.log2_hashmap_size)):
+        if value is not None:
+            config["encoding"][key] = value
     if config.get("loss", {}).get("otype", "L2") != "L2":
         sys.exit("learn_image.py: this sample trains with the L2 loss only")
-    opt_cfg = config.get("optimizer", {})
-    if opt_cfg.get("otype", "Adam") != "Adam":
+    if config.get("optimizer", {}).get("otype", "Adam") != "Adam":
         sys.exit("learn_image.py: this sample trains with Adam only (torch.optim.Adam)")
+    return config
 
+
+def load_target(a):
+    return load_image(a.image) if a.image else floats_to_image(_native.test_pattern(256), 256, 256)
+
+
+def make_model(config, seed):
+    return tcnn.NetworkWithInputEncoding(2, 3, config["encoding"], config["network"], seed=seed)
+
+
+def make_optimizer(params, config):
+    """tiny-cuda-nn's Adam with its config's values; l2_reg as Adam's (coupled) weight decay."""
+    opt_cfg = config.get("optimizer", {})
+    return torch.optim.Adam(params, lr=opt_cfg.get("learning_rate", 1e-3),
+                            betas=(opt_cfg.get("beta1", 0.9), opt_cfg.get("beta2", 0.999)),
+                            eps=opt_cfg.get("epsilon", 1e-8), weight_decay=opt_cfg.get("l2_reg", 1e-8))
+
+
+def sample_batch(gen, target, batch):
+    """One step's batch: uniform random positions (from gen, on its device) and their target colours."""
+    xy = torch.rand(batch, 2, generator=gen, device=target.device)
+    return xy, sample_bilinear(target, xy)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_job_args(p)
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--out", default="learn-image-py-out")
+    p.add_argument("--quiet", action="store_true")
+    a = p.parse_args(argv)
+    t_start = time.perf_counter()
+
+    config = load_config(a)
     device = torch.device(a.device)
-    target = load_image(a.image) if a.image else floats_to_image(_native.test_pattern(256), 256, 256)
+    target = load_target(a)
     os.makedirs(a.out, exist_ok=True)
     paths = {"reconstruction": os.path.join(a.out, "reconstruction.png"), "loss_plot": os.path.join(a.out, "loss.png")}
     if not a.image:
         paths["target"] = os.path.join(a.out, "target.png")
         save_png(target, paths["target"])
 
-    model = tcnn.NetworkWithInputEncoding(2, 3, config["encoding"], config["network"], seed=a.seed).to(device)
-    # tiny-cuda-nn's Adam with its config's values; l2_reg as Adam's (coupled) weight decay.
-    optimizer = torch.optim.Adam(model.parameters(), lr=opt_cfg.get("learning_rate", 1e-3),
-                                 betas=(opt_cfg.get("beta1", 0.9), opt_cfg.get("beta2", 0.999)),
-                                 eps=opt_cfg.get("epsilon", 1e-8), weight_decay=opt_cfg.get("l2_reg", 1e-8))
+    model = make_model(config, a.seed).to(device)
+    optimizer = make_optimizer(model.parameters(), config)
     target_dev = target.to(device)
     gen = torch.Generator(device=device).manual_seed(a.seed)
 
     losses, train_seconds = [], 0.0
     for step in range(1, a.steps + 1):
         t0 = time.perf_counter()
-        xy = torch.rand(a.batch, 2, generator=gen, device=device)
-        colours = sample_bilinear(target_dev, xy)
+        xy, colours = sample_batch(gen, target_dev, a.batch)
         loss = (model(xy).float() - colours).square().mean()
         optimizer.zero_grad(set_to_none=True)
         loss.backward()

@@ -1,4 +1,7 @@
 // The core's device-memory hooks on CUDA/HIP: allocation, copies, fill and sum.
+#include <array>
+#include <atomic>
+#include <cstdint>
 #include <vector>
 
 #include "core/gpu_hooks.h"
@@ -30,19 +33,22 @@ void* alloc(size_t bytes) {
 
 void release(void* p) { (void)gpuFree(p); }
 
-// The device's default memory pool keeps freed blocks for reuse (release threshold raised once),
+// The device's default memory pool keeps freed blocks for reuse (release threshold raised once per
+// device: a process may drive several GPUs, e.g. one per thread, and each has its own pool),
 // which makes it the caching allocator for per-batch scratch memory.
+constexpr int kPoolDevices = 64;  // devices beyond this get the (idempotent) setting on every call
+
 void keep_pool_memory() {
-  static const bool done = [] {
-    int device = 0;
-    TF_GPU_CHECK(gpuGetDevice(&device));
-    gpuMemPool_t pool;
-    TF_GPU_CHECK(gpuDeviceGetDefaultMemPool(&pool, device));
-    uint64_t threshold = UINT64_MAX;
-    TF_GPU_CHECK(gpuMemPoolSetAttribute(pool, gpuMemPoolAttrReleaseThreshold, &threshold));
-    return true;
-  }();
-  (void)done;
+  static std::array<std::atomic<bool>, kPoolDevices> done{};
+  int device = 0;
+  TF_GPU_CHECK(gpuGetDevice(&device));
+  const bool tracked = device >= 0 && device < kPoolDevices;
+  if (tracked && done[device].load(std::memory_order_acquire)) return;
+  gpuMemPool_t pool;
+  TF_GPU_CHECK(gpuDeviceGetDefaultMemPool(&pool, device));
+  uint64_t threshold = UINT64_MAX;
+  TF_GPU_CHECK(gpuMemPoolSetAttribute(pool, gpuMemPoolAttrReleaseThreshold, &threshold));
+  if (tracked) done[device].store(true, std::memory_order_release);
 }
 
 void* alloc_async(size_t bytes, Stream s) {

@@ -28,6 +28,8 @@
 #define gpuMemPool_t hipMemPool_t
 #define gpuDeviceGetDefaultMemPool hipDeviceGetDefaultMemPool
 #define gpuMemPoolSetAttribute hipMemPoolSetAttribute
+#define gpuMemPoolGetAttribute hipMemPoolGetAttribute
+#define gpuSetDevice hipSetDevice
 #define gpuMemPoolAttrReleaseThreshold hipMemPoolAttrReleaseThreshold
 #define gpuMallocAsync hipMallocAsync
 #define gpuFreeAsync hipFreeAsync
@@ -127,6 +129,8 @@
 #define gpuMemPool_t cudaMemPool_t
 #define gpuDeviceGetDefaultMemPool cudaDeviceGetDefaultMemPool
 #define gpuMemPoolSetAttribute cudaMemPoolSetAttribute
+#define gpuMemPoolGetAttribute cudaMemPoolGetAttribute
+#define gpuSetDevice cudaSetDevice
 #define gpuMemPoolAttrReleaseThreshold cudaMemPoolAttrReleaseThreshold
 #define gpuMallocAsync cudaMallocAsync
 #define gpuFreeAsync cudaFreeAsync

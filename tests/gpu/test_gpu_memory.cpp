@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 
+#include "cuda/gpu_runtime.h"
 #include "tinyfuse/tinyfuse.h"
 
 using namespace tinyfuse;
@@ -47,6 +49,28 @@ TEST_F(GpuMemory, HalfFillAndOutOfMemoryIsAnError) {
   Buffer after(Device::CUDA, 1024);  // the process keeps working after an out-of-memory error
   fill_tensor(after.vector(DType::F32, 256), 1.0);
   EXPECT_DOUBLE_EQ(sum_tensor(after.vector(DType::F32, 256)), 256.0);
+}
+
+// Scratch memory is cached in each GPU's default pool (release threshold raised): every device a
+// process uses must get it, not only the first (DDP-style one GPU per thread or process).
+TEST_F(GpuMemory, EveryDeviceKeepsItsScratchPool) {
+  if (gpu_count() < 2) GTEST_SKIP() << "skipped: needs 2 GPUs, " << gpu_count() << " visible";
+  int previous = 0;
+  TF_GPU_CHECK(gpuGetDevice(&previous));
+  for (int device = 0; device < gpu_count(); ++device) {
+    TF_GPU_CHECK(gpuSetDevice(device));
+    {
+      Buffer scratch = Buffer::on_stream(Device::CUDA, 1 << 20, nullptr);
+      fill_tensor(scratch.vector(DType::F32, 256), 1.0);
+      EXPECT_DOUBLE_EQ(sum_tensor(scratch.vector(DType::F32, 256)), 256.0);
+    }
+    gpuMemPool_t pool;
+    TF_GPU_CHECK(gpuDeviceGetDefaultMemPool(&pool, device));
+    uint64_t threshold = 0;
+    TF_GPU_CHECK(gpuMemPoolGetAttribute(pool, gpuMemPoolAttrReleaseThreshold, &threshold));
+    EXPECT_EQ(threshold, UINT64_MAX) << "device " << device << "'s pool returns scratch memory on every sync";
+  }
+  TF_GPU_CHECK(gpuSetDevice(previous));
 }
 
 }  // namespace
