@@ -119,8 +119,10 @@ TF_HOST_DEVICE inline uint64_t grid_pcg_advance(uint64_t state, uint64_t delta) 
 // 23-bit float in [0, 1) from one draw.
 TF_HOST_DEVICE inline float grid_pcg_float(uint64_t& state) {
   const uint32_t bits = (grid_pcg_next(state) >> 9) | 0x3f800000u;
-#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
-  const float f = __uint_as_float(bits);  // HIP's device code has no memcpy
+#if defined(__HIP_DEVICE_COMPILE__)
+  const float f = __builtin_bit_cast(float, bits);  // HIP's device code has no memcpy
+#elif defined(__CUDA_ARCH__)
+  const float f = __uint_as_float(bits);
 #else
   float f;
   memcpy(&f, &bits, 4);
