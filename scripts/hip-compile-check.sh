@@ -13,7 +13,7 @@ build=${1:-build-hip}
 shift || true
 
 # 1. The warp-size rule, on the sources (needs no toolchain): a GPU source other than the
-#    CUDA-only Width64FusedMLP PTX kernel (width64_ptx.cuh, width64_kernel.cuh: 32-lane warps by
+#    CUDA-only PTX kernels (src/cuda/ptx_sm80.cuh, width64_kernel.cuh: 32-lane warps by
 #    construction, never compiled for HIP) that uses shuffles, votes, warp syncs, warpSize or
 #    warp-level matrix operations must name kWarpSize (src/cuda/gpu_runtime.h, or fused::kWarpSize
 #    in fused/mma_cuda.cuh / fused/mma_hip.cuh), where its assumption is checked.
@@ -21,7 +21,7 @@ warp_ops='__shfl|__ballot|__any_sync|__all_sync|__activemask|__syncwarp|\bwarpSi
 bad=()
 while IFS= read -r f; do
   if grep -Eq "$warp_ops" "$f" && ! grep -q 'kWarpSize' "$f"; then bad+=("$f"); fi
-done < <(find src/cuda -path src/cuda/width64/width64_ptx.cuh -prune -o -path src/cuda/width64/width64_kernel.cuh -prune -o \
+done < <(find src/cuda -path src/cuda/ptx_sm80.cuh -prune -o -path src/cuda/width64/width64_kernel.cuh -prune -o \
            -type f \( -name '*.cu' -o -name '*.cuh' -o -name '*.h' \) -print | sort)
 if [ ${#bad[@]} -gt 0 ]; then
   echo "hip-compile-check: FAILED: warp-level operations without a stated warp size (use tinyfuse::gpu::kWarpSize):" >&2

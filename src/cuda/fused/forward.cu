@@ -9,6 +9,8 @@
 #include "cuda/fused/launch_config.h"
 #if defined(TINYFUSE_WITH_HIP)
 #include "cuda/fused/forward_hip.cuh"
+#else
+#include "cuda/fused/stream_inference.h"
 #endif
 
 namespace tinyfuse::cuda::fused {
@@ -233,6 +235,10 @@ void launch_typed(const FusedShape& shape, const ForwardArgs& args, gpuStream_t 
 }  // namespace
 
 void launch_forward(DType t, const FusedShape& shape, const ForwardArgs& args, gpuStream_t stream) {
+#if !defined(TINYFUSE_WITH_HIP)
+  // Inference goes through the streaming kernel where it applies (same values, bit for bit).
+  if (launch_stream_inference(t, shape, args, stream)) return;
+#endif
   if (t == DType::F16) return launch_typed<__half>(shape, args, stream);
   if (t == DType::BF16) return launch_typed<__nv_bfloat16>(shape, args, stream);
   throw UnsupportedError("internal: fused MLP dtype " + to_string(t));

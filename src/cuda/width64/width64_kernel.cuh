@@ -25,9 +25,11 @@
 
 #include <cstdint>
 
-#include "cuda/width64/width64_ptx.cuh"
+#include "cuda/ptx_sm80.cuh"
 
 namespace tinyfuse::cuda::width64 {
+
+using namespace tinyfuse::cuda::ptx;  // the PTX wrappers this kernel is built from
 
 constexpr int kWidth = 64;
 constexpr int kLayers = 3;

@@ -1,17 +1,18 @@
-// The few PTX instructions the Width64FusedMLP kernel is built from (sm_80 and newer; stmatrix
-// sm_90), each wrapped once. Shared-memory operands are 32-bit shared-window addresses.
-// CUDA only: a HIP build does not compile src/cuda/width64.
+// The few PTX instructions the streaming tensor-core kernels (Width64FusedMLP, FullyFusedMLP's
+// streaming inference kernel) are built from (sm_80 and newer; stmatrix sm_90), each wrapped
+// once. Shared-memory operands are 32-bit shared-window addresses.
+// CUDA only: HIP builds compile neither src/cuda/width64 nor fused/stream_inference.cu.
 #pragma once
 
 #if defined(TINYFUSE_WITH_HIP)
-#error "Width64FusedMLP's kernel is CUDA PTX; configure HIP builds with -DTINYFUSE_WIDTH64_FUSED=OFF"
+#error "ptx_sm80.cuh is NVIDIA PTX; HIP builds leave out the units that include it (src/cuda/hip.cmake)"
 #endif
 
 #include <cstdint>
 
 #include <cuda_fp16.h>
 
-namespace tinyfuse::cuda::width64 {
+namespace tinyfuse::cuda::ptx {
 
 __device__ __forceinline__ uint32_t shared_address(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -91,4 +92,4 @@ __device__ __forceinline__ uint32_t pack_half2_relu(float lo, float hi) {
   return *reinterpret_cast<const uint32_t*>(&h);
 }
 
-}  // namespace tinyfuse::cuda::width64
+}  // namespace tinyfuse::cuda::ptx
