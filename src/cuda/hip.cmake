@@ -3,10 +3,9 @@
 # unavailable in a HIP build; docs/PLATFORMS.md). Included from CMakeLists.txt beside this file,
 # which lists the units; every unit there is compiled here unless it needs what this build lacks:
 #  - TINYFUSE_GPU_UNITS_NEED_BLASLT: hipBLASLt (find_package(hipblaslt));
-#  - TINYFUSE_GPU_UNITS_NEED_ROCWMMA: the fused MLPs' rocWMMA kernels (fused/mma_hip.cuh), when
-#    rocwmma/rocwmma.hpp is not found (Debian 12 packages no rocWMMA);
-#  - TINYFUSE_GPU_UNITS_CUDA_ONLY: kernels with no HIP path yet (the fused backward and weight
-#    gradient, mma.sync only).
+#  - TINYFUSE_GPU_UNITS_NEED_ROCWMMA: the fused MLPs' rocWMMA kernels (fused/mma_hip.cuh: the
+#    forward and backward), when rocwmma/rocwmma.hpp is not found (Debian 12 packages no rocWMMA);
+#  - TINYFUSE_GPU_UNITS_CUDA_ONLY: kernels with no HIP path yet (none at present).
 set(_tf_units ${TINYFUSE_GPU_UNITS})
 set(_tf_skipped "")
 
@@ -36,10 +35,12 @@ else()
     list(APPEND _tf_skipped "${u}: needs rocWMMA (rocwmma/rocwmma.hpp not found)")
   endforeach()
 endif()
-list(REMOVE_ITEM _tf_units ${TINYFUSE_GPU_UNITS_CUDA_ONLY})
-foreach(u ${TINYFUSE_GPU_UNITS_CUDA_ONLY})
-  list(APPEND _tf_skipped "${u}: CUDA only (mma.sync), HIP path not written")
-endforeach()
+if(TINYFUSE_GPU_UNITS_CUDA_ONLY)
+  list(REMOVE_ITEM _tf_units ${TINYFUSE_GPU_UNITS_CUDA_ONLY})
+  foreach(u ${TINYFUSE_GPU_UNITS_CUDA_ONLY})
+    list(APPEND _tf_skipped "${u}: CUDA only, HIP path not written")
+  endforeach()
+endif()
 
 add_library(tinyfuse_hip_units OBJECT ${_tf_units})
 set_source_files_properties(${_tf_units} PROPERTIES LANGUAGE HIP)

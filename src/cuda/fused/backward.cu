@@ -6,13 +6,20 @@
 // In the product dY_prev (rows x in) = dZ (rows x out) * W (out x in) the weights are the B
 // operand with k = out, n = in, i.e. B[k][n] = W[k][n] read as 8x8 blocks transposed
 // (ldmatrix .trans) from the forward layout.
+// HIP builds compile backward_hip.cuh's kernel (rocWMMA, dZ through LDS) in place of this file's
+// (mma.sync, dZ in registers); the host side below is shared.
 #include "cuda/fused/kernel_common.cuh"
 #include "cuda/fused/mma.cuh"
 #include "cuda/fused/launch_config.h"
+#if defined(TINYFUSE_WITH_HIP)
+#include "cuda/fused/backward_hip.cuh"
+#endif
 
 namespace tinyfuse::cuda::fused {
 
 namespace {
+
+#if !defined(TINYFUSE_WITH_HIP)
 
 template <int WIDTH>
 using Tile = Tiling<WIDTH>;
@@ -161,6 +168,23 @@ void launch_width(const FusedShape& shape, const BackwardArgs& args, gpuStream_t
       kernel_shape(shape, cfg.resident), args, cfg.n_tiles);
   TF_GPU_CHECK_LAUNCH("fused_backward_kernel");
 }
+
+#else  // TINYFUSE_WITH_HIP
+
+template <typename T, int WIDTH>
+void launch_width(const FusedShape& shape, const BackwardArgs& args, gpuStream_t stream) {
+  const size_t waves_bytes = kWarpsPerBlock * hip_backward_wave_bytes<WIDTH>(sizeof(T));
+  const LaunchConfig cfg = launch_config(fused_backward_kernel<T, WIDTH>, shape, sizeof(T), Tiling<WIDTH>::kBlockRows,
+                                         args.batch, waves_bytes);
+  if (cfg.grid == 0) return;
+  // The wave size is the device's (32 on RDNA, 64 on CDNA); the kernel's lane maths uses the same.
+  const unsigned threads = static_cast<unsigned>(kWarpsPerBlock * device_limits().warp_size);
+  fused_backward_kernel<T, WIDTH><<<cfg.grid, threads, cfg.smem_bytes, stream>>>(kernel_shape(shape, cfg.resident), args,
+                                                                                  cfg.n_tiles, cfg.weight_smem_bytes);
+  TF_GPU_CHECK_LAUNCH("fused_backward_kernel");
+}
+
+#endif  // TINYFUSE_WITH_HIP
 
 template <typename T>
 void launch_typed(const FusedShape& shape, const BackwardArgs& args, gpuStream_t stream) {

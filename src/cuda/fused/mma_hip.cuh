@@ -79,11 +79,24 @@ __device__ __forceinline__ void load_b_from_weights(FragB<T>& b, const T* w, int
   rocwmma::load_matrix_sync(b, reinterpret_cast<const wmma_elem_t<T>*>(w), static_cast<uint32_t>(ld));
 }
 
+// B operand read as stored (B[k][n] at k * ld + n): the backward pass's weights, whose rows (the
+// layer's outputs) are the product's k. p points at B[0][0] with row stride ld.
+template <typename T>
+using FragBRow = rocwmma::fragment<rocwmma::matrix_b, kFrag, kFrag, kFrag, wmma_elem_t<T>, rocwmma::row_major>;
+template <typename T>
+__device__ __forceinline__ void load_b_row_major(FragBRow<T>& b, const T* p, int ld) {
+  rocwmma::load_matrix_sync(b, reinterpret_cast<const wmma_elem_t<T>*>(p), static_cast<uint32_t>(ld));
+}
+
 __device__ __forceinline__ void zero(FragAcc& c) { rocwmma::fill_fragment(c, 0.0f); }
 
 // c += a * b.
 template <typename T>
 __device__ __forceinline__ void mma(FragAcc& c, const FragA<T>& a, const FragB<T>& b) {
+  rocwmma::mma_sync(c, a, b, c);
+}
+template <typename T>
+__device__ __forceinline__ void mma(FragAcc& c, const FragA<T>& a, const FragBRow<T>& b) {
   rocwmma::mma_sync(c, a, b, c);
 }
 

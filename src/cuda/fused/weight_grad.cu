@@ -11,10 +11,16 @@
 // Operands from the row-major (batch x features) matrices, both through ldmatrix .trans:
 //   A (m = out, k = batch row) = dZ^T: stored rows are k, 8 consecutive m per 16 bytes;
 //   B (k = batch row, n = in)  = X:    stored rows are k, 8 consecutive n per 16 bytes.
+//
+// HIP builds compile a plain FP32 partial kernel instead (below; no rocWMMA, so it compiles with
+// Debian's HIP): the same blocks, chunks, partial layout and reduction, hence the same
+// determinism. Everything but the partial kernel and its block size is shared.
 #include <algorithm>
 
 #include "cuda/fused/kernel_common.cuh"
+#if !defined(TINYFUSE_WITH_HIP)
 #include "cuda/fused/mma.cuh"
+#endif
 
 namespace tinyfuse::cuda::fused {
 
@@ -22,7 +28,6 @@ namespace {
 
 constexpr int kTile = 64;         // dW tile of a block (out and in)
 constexpr int kStepRows = 32;     // batch rows staged in shared memory per step
-constexpr int kWarpTile = 32;     // dW tile of a warp: 2 x 2 warps per block
 constexpr int kMaxChunks = 512;   // the batch is cut into at most this many chunks ...
 constexpr int64_t kMinChunkRows = 256;  // ... of at least this many rows
 constexpr int kStride = kTile + kSmemPad;
@@ -50,6 +55,10 @@ __device__ __forceinline__ void stage_slab(T (*dst)[kStride], const T* src, int6
     *reinterpret_cast<uint4*>(&dst[r][c]) = v;
   }
 }
+
+#if !defined(TINYFUSE_WITH_HIP)
+
+constexpr int kWarpTile = 32;     // dW tile of a warp: 2 x 2 warps per block
 
 template <typename T>
 __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize)
@@ -114,6 +123,66 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize)
       }
 }
 
+#else  // TINYFUSE_WITH_HIP
+
+// The HIP partial kernel: plain FP32 arithmetic, no matrix cores. Why not rocWMMA: simpler, and
+// it then compiles (and is checked here) without rocWMMA, which Debian 12 does not package. It is
+// slower than a matrix-core kernel would be; a rocWMMA version is for after a measurement on AMD
+// hardware says the weight gradient's share of a training step matters.
+// Each of the block's kPartialThreads threads owns a 4 x 4 piece of the 64 x 64 dW tile and adds
+// dz[k][m] * x[k][n] over the chunk's rows in batch order. The product of two FP16 (or BF16)
+// values is exact in FP32, so every step is one FP32 rounding whether or not the compiler
+// contracts it into an FMA: FP32 accumulation as launch.h specifies, in a summation order fixed
+// by the batch size alone (bitwise repeatable, no atomics). The order is not the tensor cores',
+// so HIP and CUDA results agree to FP32 rounding, not bitwise. No warp-level operations, so
+// nothing here depends on the wave size (32 or 64).
+constexpr int kPiece = 4;                                         // dW rows and columns per thread
+constexpr int kPartialThreads = (kTile / kPiece) * (kTile / kPiece);  // 256
+static_assert(kPartialThreads <= 1024, "one block per dW tile");
+
+template <typename T>
+__global__ void __launch_bounds__(kPartialThreads)
+    weight_grad_partial_kernel(int64_t batch, const T* dz, int64_t ld_dz, int rows, const T* x, int64_t ld_x, int cols,
+                               int64_t chunk_rows, float* partial) {
+  __shared__ __align__(16) T s_dz[kStepRows][kStride];
+  __shared__ __align__(16) T s_x[kStepRows][kStride];
+  const int m0 = blockIdx.y * kTile, n0 = blockIdx.x * kTile;
+  const int64_t chunk = blockIdx.z;
+  const int64_t r_begin = chunk * chunk_rows, r_end = std::min(batch, r_begin + chunk_rows);
+  const int pm = (threadIdx.x / (kTile / kPiece)) * kPiece, pn = (threadIdx.x % (kTile / kPiece)) * kPiece;
+
+  float acc[kPiece][kPiece] = {};
+  for (int64_t k = r_begin; k < r_end; k += kStepRows) {
+    stage_slab(s_dz, dz, ld_dz, k, r_end, m0, rows);  // zeros past the chunk and outside dW
+    stage_slab(s_x, x, ld_x, k, r_end, n0, cols);
+    __syncthreads();
+    for (int kk = 0; kk < kStepRows; ++kk) {
+      float a[kPiece], b[kPiece];
+#pragma unroll
+      for (int i = 0; i < kPiece; ++i) {
+        a[i] = to_float(s_dz[kk][pm + i]);
+        b[i] = to_float(s_x[kk][pn + i]);
+      }
+#pragma unroll
+      for (int i = 0; i < kPiece; ++i)
+#pragma unroll
+        for (int j = 0; j < kPiece; ++j) acc[i][j] += a[i] * b[j];
+    }
+    __syncthreads();
+  }
+
+  float* out = partial + chunk * static_cast<int64_t>(rows) * cols;
+#pragma unroll
+  for (int i = 0; i < kPiece; ++i)
+#pragma unroll
+    for (int j = 0; j < kPiece; ++j) {
+      const int m = m0 + pm + i, n = n0 + pn + j;
+      if (m < rows && n < cols) out[static_cast<int64_t>(m) * cols + n] = acc[i][j];
+    }
+}
+
+#endif  // TINYFUSE_WITH_HIP
+
 // grad[e] = [grad[e] +] sum over chunks of partial[chunk][e], chunks in order.
 template <typename T>
 __global__ void weight_grad_reduce_kernel(int64_t chunks, int64_t elems, const float* partial, T* grad, bool accumulate) {
@@ -129,8 +198,13 @@ void launch_typed(int64_t batch, const void* dz, int64_t ld_dz, int rows, const 
                   float* partial, void* grad, bool accumulate, gpuStream_t stream) {
   const Split split = split_batch(batch);
   const dim3 grid((cols + kTile - 1) / kTile, (rows + kTile - 1) / kTile, static_cast<unsigned>(split.chunks));
+#if !defined(TINYFUSE_WITH_HIP)
   weight_grad_partial_kernel<T><<<grid, kWarpsPerBlock * kWarpSize, 0, stream>>>(
       batch, static_cast<const T*>(dz), ld_dz, rows, static_cast<const T*>(x), ld_x, cols, split.chunk_rows, partial);
+#else
+  weight_grad_partial_kernel<T><<<grid, kPartialThreads, 0, stream>>>(
+      batch, static_cast<const T*>(dz), ld_dz, rows, static_cast<const T*>(x), ld_x, cols, split.chunk_rows, partial);
+#endif
   TF_GPU_CHECK_LAUNCH("weight_grad_partial_kernel");
   const int64_t elems = static_cast<int64_t>(rows) * cols;
   weight_grad_reduce_kernel<T><<<blocks_for(elems), kThreadsPerBlock, 0, stream>>>(split.chunks, elems, partial,

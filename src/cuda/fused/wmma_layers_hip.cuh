@@ -1,8 +1,10 @@
 // Per-wave building blocks of the HIP (rocWMMA) fused kernels, shared by FullyFusedMLP's forward
-// kernel (forward_hip.cuh) and Width64FusedMLP's (width64/width64_kernel_hip.cuh):
+// and backward kernels (forward_hip.cuh, backward_hip.cuh) and Width64FusedMLP's
+// (width64/width64_kernel_hip.cuh):
 //  - load_rows: a wave's batch rows from global memory into its LDS activation buffer, zeros past
 //    the batch (so products never read outside the batch);
-//  - product: accumulators of (rows x k activations in LDS) x (k x 16 n weights in LDS);
+//  - product: accumulators of (rows x k activations in LDS) x (k x 16 n weights in LDS), the
+//    weights transposed (forward) or as stored (product_untransposed, backward);
 //  - for_each_element: an accumulator block through the wave's FP32 scratch to an element-wise
 //    epilogue, since rocWMMA's accumulator layout is opaque (mma_hip.cuh says why).
 // Everything is per wave: the caller's wave_sync() calls order the LDS traffic between steps.
@@ -64,6 +66,27 @@ __device__ __forceinline__ void product(FragAcc (&acc)[MT][NB], const T* x, int 
     for (int n = 0; n < NB; ++n) {
       FragB<T> b;
       load_b_from_weights<T>(b, w + n * kFrag * ldw + k0, ldw);
+#pragma unroll
+      for (int m = 0; m < MT; ++m) mma<T>(acc[m][n], a[m], b);
+    }
+  }
+}
+
+// acc[m][n] += X[16 m .., 0 .. k) * W[0 .. k, 16 n ..) for m < MT, n < NB: the backward product
+// dY_prev = dZ * W, with W (out x in, row stride ldw) as stored, k running over its rows (the
+// layer's outputs). x is the wave's LDS rows (row stride ldx), w points at W[k0 = 0][first input
+// column]. k is a multiple of 16.
+template <typename T, int MT, int NB>
+__device__ __forceinline__ void product_untransposed(FragAcc (&acc)[MT][NB], const T* x, int ldx, const T* w, int ldw,
+                                                     int k) {
+  for (int k0 = 0; k0 < k; k0 += kFrag) {
+    FragA<T> a[MT];
+#pragma unroll
+    for (int m = 0; m < MT; ++m) load_a<T>(a[m], x + m * kFrag * ldx + k0, ldx);
+#pragma unroll
+    for (int n = 0; n < NB; ++n) {
+      FragBRow<T> b;
+      load_b_row_major<T>(b, w + k0 * ldw + n * kFrag, ldw);
 #pragma unroll
       for (int m = 0; m < MT; ++m) mma<T>(acc[m][n], a[m], b);
     }
