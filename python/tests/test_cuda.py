@@ -6,6 +6,7 @@ import io
 import pytest
 import torch
 
+import tinyfuse
 import tinyfuse.tcnn as tcnn
 from conftest import requires_gpu
 
@@ -48,6 +49,15 @@ def test_seed_minimal_usage_width64_fused():
     assert torch.isfinite(out).all()
     ref = fp64_reference(64, 64, WIDTH64, net.params, torch.float16)
     assert rel_l2(out, ref(x.half().double().cpu())) <= TOLERANCE[torch.float16]
+
+
+def test_width64_fused_backward_is_refused_clearly():
+    # Inference-only: the forward under autograd works (above); a backward through it is an error.
+    net = tcnn.Network(n_input_dims=64, n_output_dims=64, network_config=WIDTH64).to("cuda")
+    out = net(torch.rand(33, 64, device="cuda"))
+    assert out.requires_grad and out.shape == (33, 64)
+    with pytest.raises(tinyfuse.UnsupportedError, match="Width64FusedMLP is inference-only"):
+        out.float().sum().backward()
 
 
 @pytest.mark.parametrize("otype,dtype", [("PortableMLP", torch.float32), ("BlasLtMLP", torch.float32),

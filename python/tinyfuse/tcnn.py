@@ -160,6 +160,29 @@ class _NativeFunction(torch.autograd.Function):
         return None, dinput, dparams, None
 
 
+# Network otypes whose native object has no training forward (C++: Width64FusedMLP's forward()
+# raises UnsupportedError). Their modules still run with autograd enabled, as the seed's usage
+# (parameters requiring grad, no torch.no_grad) does: the output comes from the inference path
+# and only a backward through it raises.
+_INFERENCE_ONLY_OTYPES = frozenset({"Width64FusedMLP", "RocWMMAWidth64MLP"})
+
+
+class _InferenceOnlyFunction(torch.autograd.Function):
+    """Inference under autograd for an inference-only network; its backward is refused."""
+
+    @staticmethod
+    def forward(ctx, backend, x, params, otype):
+        ctx.otype = otype
+        return backend.inference(x, params)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, doutput):
+        raise UnsupportedError(f"{ctx.otype} is inference-only: no gradients flow through it. Train BlasLtMLPFP16 "
+                               "(or PortableMLP) with the same config and load its parameters (the layout is the "
+                               "same, docs/PARAMETERS.md), or call this module under torch.no_grad().")
+
+
 class Module(torch.nn.Module):
     """What Network, Encoding and NetworkWithInputEncoding share (tinycudann's Module).
 
@@ -283,7 +306,11 @@ class Module(torch.nn.Module):
         if padded_rows != rows:
             x = torch.nn.functional.pad(x, (0, 0, 0, padded_rows - rows))
         if torch.is_grad_enabled() and (x.requires_grad or params.requires_grad):
-            out = _NativeFunction.apply(backend, x, params, self.loss_scale)
+            otype = getattr(self, "network_config", {}).get("otype")
+            if otype in _INFERENCE_ONLY_OTYPES:
+                out = _InferenceOnlyFunction.apply(backend, x, params, otype)
+            else:
+                out = _NativeFunction.apply(backend, x, params, self.loss_scale)
         else:
             out = backend.inference(x, params)
         if padded_rows != rows or backend.padded_output_width != self.n_output_dims:

@@ -23,5 +23,5 @@ du -sh .devcarry
 # The programs together pass the device tool's 64 MiB carry limit: carry `.devpack` (the same files
 # xz-compressed); scripts/gpu/qualify.sh and quick_round.sh unpack it on the device.
 rm -rf .devpack && mkdir -p .devpack
-tar -C .devcarry -cf - . | xz -T"$(nproc)" -7 > .devpack/devcarry.tar.xz
+tar -C .devcarry -cf - . | xz -T1 -9 > .devpack/devcarry.tar.xz  # one 64 MiB window: the programs share most bytes
 du -sh .devpack
