@@ -5,7 +5,7 @@
 #   parts: fused ff enc grid bench sweep (default: these), and on request:
 #   torch   PyTorch MLP baseline + ceilings (torch.json) and the full tinyfuse-bench beside it (torch-bench.*)
 #   grid5x  PyTorch hash-grid baseline and tinyfuse's grid rows beside it (torch-grid.json, grid-bench.*)
-#   san     compute-sanitizer memcheck / racecheck / synccheck, one bounded run per kernel family
+#   san     compute-sanitizer memcheck / racecheck (synccheck with part 'sync'), one bounded run per kernel family
 #   prof    ncu: per-kernel times of FullyFusedMLP inference and training, and full sections of
 #           its kernels at 64 wide, batch 2^20 (ncu-*.txt)
 set -uo pipefail
@@ -61,9 +61,9 @@ if want san; then  # SAN_TIMEOUT seconds per run
   }
   san memcheck tinyfuse_fused_tests '*'
   san racecheck tinyfuse_fused_tests '*'
-  san synccheck tinyfuse_fused_tests '*'
+  want sync && san synccheck tinyfuse_fused_tests '*'
   san memcheck tinyfuse_gpu_tests '*FullyFused*:*Grid*:*Encoding*:*Nwie*'
-  san racecheck tinyfuse_gpu_tests '*FullyFused*:*Grid*:*Encoding*:*Nwie*:*PortableMlp*'
+  san racecheck tinyfuse_gpu_tests "${RACE_FILTER:-*FullyFused*:*Grid*:*Encoding*:*Nwie*:*PortableMlp*}"
 fi
 if want prof; then
   P="$B/tinyfuse-bench --device cuda --networks FullyFusedMLP --widths 64 --batches 20 --warmup 1 --repeats 2 --out /tmp/p.json"

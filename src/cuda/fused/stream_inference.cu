@@ -48,6 +48,9 @@ struct StreamTiling {
   // keep 16 * kMTiles floats live beside the layer's input and output fragments.
   static constexpr int kPassTiles = WIDTH >= 32 ? 4 : 2;
   static constexpr int kPasses = WIDTH / (8 * kPassTiles);
+  // Layer 0 reads its A fragments from shared memory: up to 64 wide in one pass (read once).
+  static constexpr int kFirstPassTiles = WIDTH <= 64 ? WIDTH / 8 : 4;
+  static constexpr int kFirstPasses = WIDTH / (8 * kFirstPassTiles);
   static constexpr int kMinBlocksPerSm = WIDTH == 128 ? 2 : 3;  // register cap 255 / 168
 };
 constexpr int kStages = 2;  // the tile being computed + the one in flight
@@ -120,17 +123,17 @@ __device__ __forceinline__ void first_layer(uint32_t (&y)[StreamTiling<WIDTH>::k
   using Tl = StreamTiling<WIDTH>;
   const int stride = (in_width + kSmemPad) * 2;
 #pragma unroll
-  for (int pass = 0; pass < Tl::kPasses; ++pass) {
-    float acc[Tl::kMTiles][Tl::kPassTiles][4] = {};
+  for (int pass = 0; pass < Tl::kFirstPasses; ++pass) {
+    float acc[Tl::kMTiles][Tl::kFirstPassTiles][4] = {};
 #pragma unroll 2
     for (int ks = 0; ks < in_width / 16; ++ks) {
       uint32_t a[Tl::kMTiles][4];
 #pragma unroll
       for (int mt = 0; mt < Tl::kMTiles; ++mt) px::ldmatrix_x4(a[mt], a_block_row(stage, stage_stride, mt, 16 * ks, lane));
 #pragma unroll
-      for (int p = 0; p < Tl::kPassTiles / 2; ++p) {
+      for (int p = 0; p < Tl::kFirstPassTiles / 2; ++p) {
         uint32_t b[4];
-        px::ldmatrix_x4(b, b_pair_row(w, stride, (pass * Tl::kPassTiles + 2 * p) * 8, ks, lane));
+        px::ldmatrix_x4(b, b_pair_row(w, stride, (pass * Tl::kFirstPassTiles + 2 * p) * 8, ks, lane));
 #pragma unroll
         for (int mt = 0; mt < Tl::kMTiles; ++mt) {
           mma_16816<T>(acc[mt][2 * p], a[mt], b[0], b[1]);
@@ -141,8 +144,8 @@ __device__ __forceinline__ void first_layer(uint32_t (&y)[StreamTiling<WIDTH>::k
 #pragma unroll
     for (int mt = 0; mt < Tl::kMTiles; ++mt)
 #pragma unroll
-      for (int n = 0; n < Tl::kPassTiles; ++n) {
-        const int tile = pass * Tl::kPassTiles + n;
+      for (int n = 0; n < Tl::kFirstPassTiles; ++n) {
+        const int tile = pass * Tl::kFirstPassTiles + n;
         y[mt][tile / 2][(tile % 2) * 2 + 0] = finish_pair<T, E>(acc[mt][n][0], acc[mt][n][1], act);
         y[mt][tile / 2][(tile % 2) * 2 + 1] = finish_pair<T, E>(acc[mt][n][2], acc[mt][n][3], act);
       }
@@ -188,30 +191,71 @@ __device__ __forceinline__ void output_layer(const uint32_t (&x)[StreamTiling<WI
 
 // Rows [row0, row0 + kRows) of a (batch x width) matrix into a stage (row stride stage_stride),
 // 16 bytes per copy; rows past the batch become zeros.
+// Walks the 16-byte chunks lane, lane + 32, ... of a (rows x chunks) tile as (row, chunk) pairs
+// without a division per step.
+struct ChunkWalk {
+  int r, c, dr, dc, chunks;
+  __device__ ChunkWalk(int lane, int chunks_per_row)
+      : r(lane / chunks_per_row), c(lane % chunks_per_row), dr(kWarpSize / chunks_per_row),
+        dc(kWarpSize % chunks_per_row), chunks(chunks_per_row) {}
+  __device__ void next() {
+    r += dr;
+    c += dc;
+    if (c >= chunks) {
+      c -= chunks;
+      ++r;
+    }
+  }
+};
+
+// Rows [row0, row0 + ROWS) of a (batch x width) matrix into a stage (row stride stage_stride),
+// 16 bytes per copy; rows past the batch become zeros.
 template <int ROWS>
 __device__ __forceinline__ void load_tile(uint32_t stage, int stage_stride, const void* in, int64_t ld, int width,
                                           int64_t row0, int64_t batch, int lane) {
-  const int chunks = width / 8;  // 16-byte chunks per row
-  for (int j = lane; j < ROWS * chunks; j += kWarpSize) {
-    const int r = j / chunks, c = j - r * chunks;
-    const int64_t row = row0 + r;
+  const uint16_t* base = static_cast<const uint16_t*>(in);
+  for (ChunkWalk w(lane, width / 8); w.r < ROWS; w.next()) {
+    const int64_t row = row0 + w.r;
     const bool valid = row < batch;
-    const uint16_t* src = static_cast<const uint16_t*>(in) + (valid ? row * ld + c * 8 : 0);
-    px::cp_async_16(stage + r * stage_stride + c * 16, src, valid ? 16u : 0u);
+    px::cp_async_16(stage + w.r * stage_stride + w.c * 16, base + (valid ? row * ld + w.c * 8 : 0), valid ? 16u : 0u);
   }
 }
 
 template <int ROWS>
 __device__ __forceinline__ void store_tile(uint32_t stage, int stage_stride, void* out, int64_t ld, int width,
                                            int64_t row0, int64_t batch, int lane) {
-  const int chunks = width / 8;
-  for (int j = lane; j < ROWS * chunks; j += kWarpSize) {
-    const int r = j / chunks, c = j - r * chunks;
-    const int64_t row = row0 + r;
+  uint16_t* base = static_cast<uint16_t*>(out);
+  for (ChunkWalk w(lane, width / 8); w.r < ROWS; w.next()) {
+    const int64_t row = row0 + w.r;
     if (row < batch)
-      px::st_global_streaming_16(static_cast<uint16_t*>(out) + row * ld + c * 8,
-                                 px::ld_shared_16(stage + r * stage_stride + c * 16));
+      px::st_global_streaming_16(base + row * ld + w.c * 8, px::ld_shared_16(stage + w.r * stage_stride + w.c * 16));
   }
+}
+
+// Every layer's weights into shared memory (the resident layout of kernel_common.cuh), by the
+// whole block: 16-byte cp.async when the parameters are 16-byte aligned (every layer then starts
+// aligned: its offset is a multiple of 16 x 16 elements), else stage_weights' loads. Waits for
+// the block.
+template <int WIDTH, typename T>
+__device__ __forceinline__ void stage_weights_async(unsigned char* smem, const T* weights, const KernelShape& s) {
+  if ((reinterpret_cast<uintptr_t>(weights) & 15) != 0) {
+    stage_all_layers<WIDTH>(reinterpret_cast<T*>(smem), weights, s);
+    return;
+  }
+  const uint32_t base = px::shared_address(smem);
+  for (int l = 0; l <= s.n_hidden; ++l) {
+    const int rows = layer_out(WIDTH, s, l), cols = layer_in(WIDTH, s, l), chunks = cols / 8;
+    const T* src = weights + layer_weight_offset(WIDTH, s, l);
+    const uint32_t dst = base + 2 * static_cast<uint32_t>(layer_smem_offset(WIDTH, s, l));
+    const int stride = (cols + kSmemPad) * 2;
+    for (int i = threadIdx.x; i < rows * chunks; i += blockDim.x) {
+      const int r = i / chunks, c = i - r * chunks;
+      px::cp_async_16(dst + r * stride + c * 16, src + static_cast<int64_t>(r) * cols + c * 8, 16u);
+    }
+  }
+  px::cp_async_commit();
+  px::cp_async_wait<0>();
+  __syncthreads();
 }
 
 template <typename T, int WIDTH, Epilogue HIDDEN, Epilogue OUT>
@@ -228,7 +272,8 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize, StreamTiling<WIDTH>
   const int64_t step = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
   const int64_t batch = args.batch;
 
-  // One commit group per tile: the first two tiles are in flight while the weights are staged.
+  // One commit group per tile: the first two tiles are in flight while the weights are staged
+  // (whose wait, for all groups, also lands them; the loop's waits then count from there).
   for (int st = 0; st < kStages; ++st) {
     const int64_t tile = first + st * step;
     if (tile < n_tiles)
@@ -236,8 +281,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize, StreamTiling<WIDTH>
                            tile * Tl::kRows, batch, lane);
     px::cp_async_commit();
   }
-  T* w_smem = reinterpret_cast<T*>(smem);
-  stage_all_layers<WIDTH>(w_smem, static_cast<const T*>(args.weights), s);  // ends with __syncthreads
+  stage_weights_async<WIDTH>(smem, static_cast<const T*>(args.weights), s);  // waits for the tiles too
   const uint32_t w_base = px::shared_address(smem);
 
   int st = 0;
