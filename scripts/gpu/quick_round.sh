@@ -3,7 +3,8 @@
 # one slow or hanging part leaves the others' results. Writes logs under $OUT; prints a summary.
 # Usage: scripts/gpu/quick_round.sh [part...]
 #   parts: fused ff enc grid bench sweep (default: these), and on request:
-#   torch   PyTorch MLP baseline + ceilings (torch.json) and the full tinyfuse-bench beside it (torch-bench.*)
+#   torch   PyTorch MLP baseline + ceilings and the full tinyfuse-bench beside it (qualify.sh bench:
+#           torch.json, bench.json, bench.md)
 #   grid5x  PyTorch hash-grid baseline and tinyfuse's grid rows beside it (torch-grid.json, grid-bench.*)
 #   san     compute-sanitizer memcheck / racecheck (synccheck with part 'sync'), one bounded run per kernel family
 #   prof    ncu: per-kernel times of FullyFusedMLP inference and training, and full sections of
@@ -32,17 +33,14 @@ want fused && run fused 150 "$B/tinyfuse_fused_tests" --gtest_brief=1
 want ff && run ff 150 "$B/tinyfuse_gpu_tests" --gtest_brief=1 --gtest_filter='*FullyFused*:*Qualification*:*TrainingTrajectory*'
 want enc && run enc 120 "$B/tinyfuse_gpu_tests" --gtest_brief=1 --gtest_filter='*Encoding*:*Nwie*:-*Grid*'
 want grid && run grid 150 "$B/tinyfuse_gpu_tests" --gtest_brief=1 --gtest_filter='*Grid*'
-want bench && run bench 120 "$B/tinyfuse-bench" --device cuda --networks FullyFusedMLP,Width64FusedMLP,BlasLtMLPFP16 \
+want bench && run quick-bench 120 "$B/tinyfuse-bench" --device cuda --networks FullyFusedMLP,Width64FusedMLP,BlasLtMLPFP16 \
   --widths 64,128 --batches 14,18,20,22 --repeats 20 --warmup 5 --out "$OUT/quick-bench.json"
-want bench && grep -E "^(FullyFused|Width64|BlasLt|HashGrid|Grid)" "$OUT/bench.log" | head -60
+want bench && grep -E "^(FullyFused|Width64|BlasLt|HashGrid|Grid)" "$OUT/quick-bench.log" | head -60
 want sweep && timeout 100 bash scripts/gpu/blaslt_sweep.sh > /dev/null 2>&1; want sweep && cat "$OUT/blaslt-sweep.txt" 2>/dev/null | head -80
-if want torch; then
-  PYTHONUNBUFFERED=1 timeout "$T" python3 benchmarks/torch/torch_mlp.py --out "$OUT/torch.json" > "$OUT/torch.log" 2>&1
-  echo "== torch_mlp: exit $?"; tail -n 3 "$OUT/torch.log"
-  run torch-bench 240 "$B/tinyfuse-bench" --device cuda --networks FullyFusedMLP,Width64FusedMLP,BlasLtMLPFP16,BlasLtMLP,PortableMLP \
-    --widths 64,128 --ceilings "$OUT/torch.json" --compare "$OUT/torch.json" --out "$OUT/torch-bench.json"
-  grep -E "^(FullyFused|Width64|BlasLt|Portable)" "$OUT/torch-bench.log" | head -80
-  python3 benchmarks/compare_results.py "$OUT/torch-bench.json" "$OUT/torch.json" -o "$OUT/torch-bench.md" > /dev/null 2>&1
+if want torch; then  # qualify.sh's bench step, with the fused networks in the list
+  TORCH_TIMEOUT="$T" BENCH_ARGS="--networks FullyFusedMLP,Width64FusedMLP,BlasLtMLPFP16,BlasLtMLP,PortableMLP --widths 64,128" \
+    bash scripts/gpu/qualify.sh bench
+  echo "== torch + bench: exit $?"
 fi
 if want grid5x; then
   PYTHONUNBUFFERED=1 timeout "$T" python3 benchmarks/torch/torch_hashgrid.py --out "$OUT/torch-grid.json" > "$OUT/torch-grid.log" 2>&1
