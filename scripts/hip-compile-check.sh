@@ -28,7 +28,7 @@ if [ ${#bad[@]} -gt 0 ]; then
   printf '  %s\n' "${bad[@]}" >&2
   exit 1
 fi
-echo "hip-compile-check: warp-size rule holds for src/cuda (except the CUDA-only width64 PTX kernel)"
+echo "hip-compile-check: warp-size rule holds for src/cuda (except the CUDA-only PTX code: ptx_sm80.cuh, width64_kernel.cuh)"
 
 # 2. The toolchain.
 packages=(hipcc libamdhip64-dev rocm-device-libs)
