@@ -34,7 +34,7 @@ want ff && run ff 150 "$B/tinyfuse_gpu_tests" --gtest_brief=1 --gtest_filter='*F
 want enc && run enc 120 "$B/tinyfuse_gpu_tests" --gtest_brief=1 --gtest_filter='*Encoding*:*Nwie*:-*Grid*'
 want grid && run grid 150 "$B/tinyfuse_gpu_tests" --gtest_brief=1 --gtest_filter='*Grid*'
 want bench && run quick-bench 120 "$B/tinyfuse-bench" --device cuda --networks FullyFusedMLP,Width64FusedMLP,BlasLtMLPFP16 \
-  --widths 64,128 --batches 14,18,20,22 --repeats 20 --warmup 5 --out "$OUT/quick-bench.json"
+  --widths 64,128 --batches 14,16,18,20,22 --repeats 20 --warmup 5 --out "$OUT/quick-bench.json"
 want bench && grep -E "^(FullyFused|Width64|BlasLt|HashGrid|Grid)" "$OUT/quick-bench.log" | head -60
 want sweep && timeout 100 bash scripts/gpu/blaslt_sweep.sh > /dev/null 2>&1; want sweep && cat "$OUT/blaslt-sweep.txt" 2>/dev/null | head -80
 if want torch; then  # qualify.sh's bench step, with the fused networks in the list

@@ -1,6 +1,8 @@
-// The losses on the GPU: one elementwise kernel over (batch, padded width) with the formulas the
+// The losses on the GPU: an elementwise kernel over (batch, padded width) with the formulas the
 // CPU uses (core/loss_math.h), computed in float. Predictions are F32, F16 or BF16 and the gradients
 // are written in the prediction's dtype; targets, values and the optional data pdf are F32.
+#include <algorithm>
+#include <cstdint>
 #include <string>
 
 #include "core/loss_math.h"
@@ -25,7 +27,7 @@ Strided<T> strided(const TensorView& v) {
 }
 
 // One thread per element of the padded output: values and gradients are written everywhere,
-// zero in the columns past the target's.
+// zero in the columns past the target's. The general path, for any strides.
 template <typename P>
 __global__ void loss_kernel(LossKind kind, int64_t batch, int64_t width, int64_t dims, float n, float scale,
                             Strided<const P> prediction, Strided<const float> target, Strided<float> values,
@@ -48,6 +50,98 @@ __global__ void loss_kernel(LossKind kind, int64_t batch, int64_t width, int64_t
   const LossTerm<float> term = loss_term(kind, p, target(b, d), has_pdf ? pdf(b, d) : 1.0f, lum);
   values(b, d) = term.value / n;
   gradients(b, d) = from_float<P>(scale * term.gradient / n);
+}
+
+// Eight consecutive elements of a row, moved as 16-byte loads and stores.
+template <typename T>
+struct alignas(16) Pack8 {
+  T v[8];
+};
+
+// The dense path (the Trainer's buffers: rows of a multiple of 8 elements, 16-byte aligned): each
+// thread takes 8 consecutive columns of a row, so the 2-D block needs no division and every
+// access is a 16-byte vector. The per-element arithmetic is loss_kernel's, so both paths give the
+// same bits (tests/gpu/test_gpu_losses_optimizers.cpp, GpuLossKernels).
+template <typename P, bool kVectorTarget>
+__global__ void dense_loss_kernel(LossKind kind, int64_t batch, int width, int dims, float n, float scale,
+                                  const P* __restrict__ prediction, int64_t prediction_rs,
+                                  Strided<const float> target, float* __restrict__ values, int64_t values_rs,
+                                  P* __restrict__ gradients, int64_t gradients_rs, Strided<const float> pdf,
+                                  bool has_pdf) {
+  const int groups = width / 8;
+  for (int64_t b = static_cast<int64_t>(blockIdx.x) * blockDim.y + threadIdx.y; b < batch;
+       b += static_cast<int64_t>(gridDim.x) * blockDim.y) {
+    const P* prow = prediction + b * prediction_rs;
+    float lum = 0.0f;
+    if (kind == LossKind::RelativeL2Luminance) {
+      float r = to_float(prow[0]), g = to_float(prow[1]), bl = to_float(prow[2]);
+      if (dims >= 6) r += to_float(prow[3]), g += to_float(prow[4]), bl += to_float(prow[5]);
+      lum = loss_luminance(r, g, bl);
+    }
+    for (int group = threadIdx.x; group < groups; group += blockDim.x) {
+      const int d0 = group * 8;
+      const Pack8<P> p = *reinterpret_cast<const Pack8<P>*>(prow + d0);
+      float t[8];
+      if (kVectorTarget && d0 + 8 <= dims) {
+        const Pack8<float> tv = *reinterpret_cast<const Pack8<float>*>(target.data + b * target.row_stride + d0);
+#pragma unroll
+        for (int k = 0; k < 8; ++k) t[k] = tv.v[k];
+      } else {
+#pragma unroll
+        for (int k = 0; k < 8; ++k) t[k] = d0 + k < dims ? target(b, d0 + k) : 0.0f;
+      }
+      Pack8<float> v;
+      Pack8<P> g;
+#pragma unroll
+      for (int k = 0; k < 8; ++k) {
+        const int d = d0 + k;
+        if (d >= dims) {
+          v.v[k] = 0.0f;
+          g.v[k] = from_float<P>(0.0f);
+          continue;
+        }
+        const LossTerm<float> term = loss_term(kind, to_float(p.v[k]), t[k], has_pdf ? pdf(b, d) : 1.0f, lum);
+        v.v[k] = term.value / n;
+        g.v[k] = from_float<P>(scale * term.gradient / n);
+      }
+      *reinterpret_cast<Pack8<float>*>(values + b * values_rs + d0) = v;
+      *reinterpret_cast<Pack8<P>*>(gradients + b * gradients_rs + d0) = g;
+    }
+  }
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// Rows of a multiple of 8 elements, unit column stride, 16-byte aligned: dense_loss_kernel's case.
+bool dense_rows(const TensorView& v) {
+  return v.cols() % 8 == 0 && v.strides[1] == 1 && v.strides[0] % 8 == 0 && aligned16(v.data);
+}
+
+template <typename P>
+void launch_loss(LossKind kind, float loss_scale, const TensorView& prediction, const TensorView& target,
+                 const TensorView& values, const TensorView& gradients, const TensorView* data_pdf, gpuStream_t stream) {
+  const int64_t batch = prediction.rows(), width = prediction.cols(), dims = target.cols();
+  const float n = static_cast<float>(batch * dims);  // (unused when dims == 0: every column is padding)
+  const Strided<const float> pdf = data_pdf ? strided<const float>(*data_pdf) : Strided<const float>{nullptr, 0, 0};
+  const Strided<const float> t = strided<const float>(target);
+  if (dense_rows(prediction) && dense_rows(values) && dense_rows(gradients) && width <= (1 << 20)) {
+    const int groups = static_cast<int>(width / 8);
+    const int bx = groups < 32 ? groups : 32, by = kThreadsPerBlock / bx;
+    const int64_t blocks = std::min<int64_t>((batch + by - 1) / by, 1 << 20);
+    const bool vector_target = target.strides[1] == 1 && target.strides[0] % 4 == 0 && aligned16(target.data);
+    auto kernel = vector_target ? dense_loss_kernel<P, true> : dense_loss_kernel<P, false>;
+    kernel<<<static_cast<unsigned>(blocks), dim3(bx, by), 0, stream>>>(
+        kind, batch, static_cast<int>(width), static_cast<int>(dims), n, loss_scale, static_cast<const P*>(prediction.data),
+        prediction.strides[0], t, static_cast<float*>(values.data), values.strides[0], static_cast<P*>(gradients.data),
+        gradients.strides[0], pdf, data_pdf != nullptr);
+    TF_GPU_CHECK_LAUNCH("dense_loss_kernel");
+    return;
+  }
+  const int64_t total = batch * width;
+  loss_kernel<P><<<blocks_for(total), kThreadsPerBlock, 0, stream>>>(kind, batch, width, dims, n, loss_scale,
+                                                                      strided<const P>(prediction), t, strided<float>(values),
+                                                                      strided<P>(gradients), pdf, data_pdf != nullptr);
+  TF_GPU_CHECK_LAUNCH("loss_kernel");
 }
 
 class GpuLoss final : public Loss {
@@ -74,26 +168,14 @@ class GpuLoss final : public Loss {
     if (kind_ == LossKind::RelativeL2Luminance && dims < 3)
       throw ShapeError("RelativeL2Luminance needs at least 3 output dims (RGB), got " + std::to_string(dims));
 
-    const int64_t total = batch * width;
-    if (total == 0) return;
-    const float n = static_cast<float>(batch * dims);  // (unused when dims == 0: every column is padding)
-    const Strided<const float> pdf =
-        data_pdf ? strided<const float>(*data_pdf) : Strided<const float>{nullptr, 0, 0};
+    if (batch * width == 0) return;
     const gpuStream_t stream = stream_of(prediction);
-    if (pt == DType::BF16) {
-      loss_kernel<__nv_bfloat16><<<blocks_for(total), kThreadsPerBlock, 0, stream>>>(
-          kind_, batch, width, dims, n, loss_scale, strided<const __nv_bfloat16>(prediction), strided<const float>(target),
-          strided<float>(values), strided<__nv_bfloat16>(gradients), pdf, data_pdf != nullptr);
-    } else if (pt == DType::F16) {
-      loss_kernel<__half><<<blocks_for(total), kThreadsPerBlock, 0, stream>>>(
-          kind_, batch, width, dims, n, loss_scale, strided<const __half>(prediction), strided<const float>(target),
-          strided<float>(values), strided<__half>(gradients), pdf, data_pdf != nullptr);
-    } else {
-      loss_kernel<float><<<blocks_for(total), kThreadsPerBlock, 0, stream>>>(
-          kind_, batch, width, dims, n, loss_scale, strided<const float>(prediction), strided<const float>(target),
-          strided<float>(values), strided<float>(gradients), pdf, data_pdf != nullptr);
-    }
-    TF_GPU_CHECK_LAUNCH("loss_kernel");
+    if (pt == DType::BF16)
+      launch_loss<__nv_bfloat16>(kind_, loss_scale, prediction, target, values, gradients, data_pdf, stream);
+    else if (pt == DType::F16)
+      launch_loss<__half>(kind_, loss_scale, prediction, target, values, gradients, data_pdf, stream);
+    else
+      launch_loss<float>(kind_, loss_scale, prediction, target, values, gradients, data_pdf, stream);
   }
 
  private:

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <numeric>
 #include <string>
@@ -194,6 +195,65 @@ TEST_F(GpuLossViews, StridedViewsAndRejections) {
   EXPECT_THROW(gpu->evaluate(1, x.matrix(DType::F32, 4, 2), x.matrix(DType::F32, 4, 2), x.matrix(DType::F32, 4, 2),
                              x.matrix(DType::F32, 4, 2)),
                ShapeError);  // luminance needs RGB
+}
+
+// The Trainer's buffers (dense rows of a multiple of 8, 16-byte aligned) take the vectorised loss
+// kernel; other views the general one. Both must give the same bits, for every loss and dtype,
+// with targets read as vectors or one by one, with and without a data pdf.
+using GpuLossKernels = GpuTest;
+
+TEST_F(GpuLossKernels, DenseAndStridedAgreeBitwise) {
+  const int64_t batch = 1037;
+  for (const std::string& name : kLosses)
+    for (DType dt : {DType::F32, DType::F16, DType::BF16})
+      for (auto [width, dims] : {std::pair<int64_t, int64_t>{64, 64}, {64, 3}, {16, 16}, {24, 5}, {8, 6}})
+        for (bool with_pdf : {false, true}) {
+          SCOPED_TRACE(name + " " + to_string(dt) + " width " + std::to_string(width) + " dims " + std::to_string(dims) +
+                       (with_pdf ? " with pdf" : ""));
+          auto loss = create_loss({{"otype", name}}, {Device::CUDA});
+          const bool positive = name == "CrossEntropy" || name == "Variance";
+          Pcg32 rng(static_cast<uint64_t>(width * 131 + dims));
+          // Every view is cut from a buffer one column wider than it needs (offset 1): the dense
+          // views use the first `width` columns of a (batch, width) buffer instead.
+          std::vector<float> pred(batch * (width + 1)), target(batch * (dims + 1)), pdf(batch * dims);
+          for (auto& v : pred) v = positive ? 0.2f + 0.8f * rng.next_float() : rng.next_float() * 2 - 1;
+          for (auto& v : target) v = positive ? rng.next_float() : rng.next_float() * 2 - 1;
+          for (auto& v : pdf) v = 0.5f + 1.5f * rng.next_float();
+          std::vector<float> dense_pred(batch * width), dense_target(batch * dims);
+          for (int64_t b = 0; b < batch; ++b) {
+            for (int64_t d = 0; d < width; ++d) dense_pred[b * width + d] = pred[b * (width + 1) + 1 + d];
+            for (int64_t d = 0; d < dims; ++d) dense_target[b * dims + d] = target[b * (dims + 1) + 1 + d];
+          }
+          Buffer pw = to_device(pred, dt, batch, width + 1), tw = to_device(target, DType::F32, batch, dims + 1);
+          Buffer pd = to_device(dense_pred, dt, batch, width), td = to_device(dense_target, DType::F32, batch, dims);
+          Buffer db = to_device(pdf, DType::F32, batch, dims);
+          const TensorView pdfv = db.matrix(DType::F32, batch, dims);
+          const TensorView* pdf_arg = with_pdf ? &pdfv : nullptr;
+          auto run = [&](const TensorView& p, const TensorView& t, bool dense_outputs) {
+            const int64_t cols = dense_outputs ? width : width + 1;
+            Buffer vb(Device::CUDA, batch * cols * 4), gb(Device::CUDA, batch * cols * dtype_size(dt));
+            TensorView v = vb.matrix(DType::F32, batch, cols), g = gb.matrix(dt, batch, cols);
+            if (!dense_outputs) v = v.cols_slice(1, width), g = g.cols_slice(1, width);
+            fill_tensor(v, NAN);
+            fill_tensor(g, NAN);
+            loss->evaluate(dt == DType::F32 ? 1.0f : 128.0f, p, t, v, g, pdf_arg);
+            return std::make_pair(to_host(v), to_host(g));
+          };
+          const auto general = run(pw.matrix(dt, batch, width + 1).cols_slice(1, width),
+                                   tw.matrix(DType::F32, batch, dims + 1).cols_slice(1, dims), false);
+          const auto vector_target = run(pd.matrix(dt, batch, width), td.matrix(DType::F32, batch, dims), true);
+          const auto scalar_target = run(pd.matrix(dt, batch, width), tw.matrix(DType::F32, batch, dims + 1).cols_slice(1, dims), true);
+          for (const auto* got : {&vector_target, &scalar_target}) {
+            ASSERT_EQ(got->first.size(), general.first.size());
+            EXPECT_EQ(std::memcmp(got->first.data(), general.first.data(), general.first.size() * sizeof(float)), 0) << "values";
+            EXPECT_EQ(std::memcmp(got->second.data(), general.second.data(), general.second.size() * sizeof(float)), 0)
+                << "gradients";
+          }
+          size_t non_finite = 0;
+          for (float x : general.first) non_finite += !std::isfinite(x);
+          for (float x : general.second) non_finite += !std::isfinite(x);
+          EXPECT_EQ(non_finite, 0u) << "every element written";
+        }
 }
 
 // ---- optimizers --------------------------------------------------------------------------
