@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,9 @@ struct TourCase {
   std::vector<int64_t> batches;
   bool inference_only = false;
 };
+
+// gtest prints a parameter with this (its default is a byte dump of the struct).
+void PrintTo(const TourCase& c, std::ostream* os) { *os << c.name; }
 
 json mlp(const std::string& otype, uint32_t width, uint32_t hidden, const std::string& act = "ReLU",
          const std::string& out_act = "None") {
