@@ -63,7 +63,7 @@ struct Results {
   std::vector<double> out, out_no_keep, inference, dx, grads, grads_from_ctx_without_output;
 };
 
-struct Setup {
+struct StreamCase {
   DType precision;
   uint32_t in, width, hidden, out;
   std::string act, out_act;
@@ -71,7 +71,7 @@ struct Setup {
   bool strided;
 };
 
-std::string describe(const Setup& s) {
+std::string describe(const StreamCase& s) {
   return std::string(s.precision == DType::BF16 ? "bf16 " : "f16 ") + std::to_string(s.in) + "->" +
          std::to_string(s.width) + "x" + std::to_string(s.hidden) + "->" + std::to_string(s.out) + " " + s.act + "/" +
          s.out_act + " batch " + std::to_string(s.batch) + (s.strided ? " strided" : "");
@@ -79,7 +79,7 @@ std::string describe(const Setup& s) {
 
 // forward (with and without an output), inference, and backward from both contexts, all on one
 // network and data; the kernel is whichever launch_forward picks now.
-Results run(const Setup& s, Network& net, const TensorView& params, const TensorView& grads,
+Results run(const StreamCase& s, Network& net, const TensorView& params, const TensorView& grads,
             const std::vector<double>& input, const std::vector<double>& dout) {
   const DType p = s.precision;
   const uint32_t W = net.padded_output_width();
@@ -107,7 +107,7 @@ Results run(const Setup& s, Network& net, const TensorView& params, const Tensor
   return r;
 }
 
-void check(const Setup& s, uint64_t seed) {
+void check(const StreamCase& s, uint64_t seed) {
   SCOPED_TRACE(describe(s));
   const DType p = s.precision;
   json cfg = {{"otype", "FullyFusedMLP"}, {"n_neurons", s.width},          {"n_hidden_layers", s.hidden},
@@ -149,7 +149,7 @@ class FusedStreamForward : public ::testing::Test {
 
 // Per width an input / output / depth that exercises the stage: wider or narrower than the hidden
 // layers, outputs padded (5 -> 16), out_z beside a 32-wide output.
-const Setup kShapes[] = {
+const StreamCase kShapes[] = {
     {DType::F16, 64, 16, 1, 32, "", "", 0, false},
     {DType::F16, 16, 32, 2, 16, "", "", 0, false},
     {DType::F16, 32, 64, 3, 5, "", "", 0, false},
@@ -159,7 +159,7 @@ const Setup kShapes[] = {
 TEST_F(FusedStreamForward, KeepsWhatTheGeneralKernelKeepsBitwise) {
   uint64_t seed = 1;
   for (DType p : {DType::F16, DType::BF16})
-    for (Setup s : kShapes)
+    for (StreamCase s : kShapes)
       for (const char* act : {"ReLU", "LeakyReLU", "Tanh", "Sine"})
         for (const char* out_act : {"None", "Sigmoid"})
           for (int64_t batch : {1, 17, 1000, 70000}) {
@@ -176,7 +176,7 @@ TEST_F(FusedStreamForward, KeepsWhatTheGeneralKernelKeepsBitwise) {
 // Strided (staged) views, and batches with many tiles per warp at the narrow widths (64-row tiles).
 TEST_F(FusedStreamForward, StridedViewsAndLargeBatches) {
   uint64_t seed = 1000;
-  for (Setup s : kShapes) {
+  for (StreamCase s : kShapes) {
     s.act = "Tanh";
     s.out_act = "Sigmoid";
     s.batch = 1000;
