@@ -74,7 +74,7 @@ head = rows[0]; k = head.index("Kernel Name"); v = head.index("Metric Value")
 for r in rows[1:]:
     print(f"{float(r[v].replace(',', '')) / 1000:10.1f} us  {r[k][:110]}")
 PY
-  timeout 200 ncu --set full -k 'regex:stream_inference|fused_forward|fused_backward|weight_grad' --launch-count 5 \
+  timeout 200 ncu --set full -k 'regex:stream_forward|fused_forward|fused_backward|weight_grad' --launch-count 5 \
     -o "$OUT/ncu-fused" $P > "$OUT/ncu-full.log" 2>&1
   echo "== ncu full: exit $?"
   ncu --import "$OUT/ncu-fused.ncu-rep" --page details > "$OUT/ncu-details.txt" 2>&1

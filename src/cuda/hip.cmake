@@ -5,7 +5,8 @@
 #  - TINYFUSE_GPU_UNITS_NEED_BLASLT: hipBLASLt (find_package(hipblaslt));
 #  - TINYFUSE_GPU_UNITS_NEED_ROCWMMA: the fused MLPs' rocWMMA kernels (fused/mma_hip.cuh: the
 #    forward and backward), when rocwmma/rocwmma.hpp is not found (Debian 12 packages no rocWMMA);
-#  - TINYFUSE_GPU_UNITS_CUDA_ONLY: kernels with no HIP path yet (none at present).
+#  - TINYFUSE_GPU_UNITS_CUDA_ONLY: kernels with no HIP path (FullyFusedMLP's
+#    PTX streaming forward units; forward.cu's kernel serves HIP).
 set(_tf_units ${TINYFUSE_GPU_UNITS})
 set(_tf_skipped "")
 

@@ -1,16 +1,23 @@
-// The fused forward pass (inference, and forward with the activations backward() needs): one
-// kernel runs every layer of a tile of rows with the activations in registers; only the input
-// is read and the output (plus, for training, each hidden layer's y and, where needed, z)
-// written. See kernel_common.cuh for the tiling and launch_config.h for the grid.
+// The general fused forward pass, fused_forward_kernel (inference, and forward with the
+// activations backward() needs): one kernel runs every layer of a tile of rows with the
+// activations in registers; only the input is read and the output (plus, for training, each
+// hidden layer's y and, where needed, z) written. See kernel_common.cuh for the tiling and
+// launch_config.h for the grid. On CUDA sm_80+ launch_forward runs the streaming kernel instead
+// where it applies (stream_kernel.cuh; same values, bit for bit).
 // HIP builds compile forward_hip.cuh's kernel (rocWMMA, activations through LDS) in place of this
 // file's (mma.sync, activations in registers); the host side below is shared.
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+#include "cuda/fused/forward_choice.h"
 #include "cuda/fused/kernel_common.cuh"
 #include "cuda/fused/mma.cuh"
 #include "cuda/fused/launch_config.h"
 #if defined(TINYFUSE_WITH_HIP)
 #include "cuda/fused/forward_hip.cuh"
 #else
-#include "cuda/fused/stream_inference.h"
+#include "cuda/fused/stream_launch.h"
 #endif
 
 namespace tinyfuse::cuda::fused {
@@ -232,12 +239,32 @@ void launch_typed(const FusedShape& shape, const ForwardArgs& args, gpuStream_t 
   throw UnsupportedError("internal: fused MLP width " + std::to_string(shape.width));
 }
 
+// -1: not decided yet (the environment decides at the first call), 0: streaming, 1: general.
+std::atomic<int> g_force_general{-1};
+
 }  // namespace
+
+bool general_forward_forced() {
+  int v = g_force_general.load();
+  if (v < 0) {
+    const char* e = std::getenv("TINYFUSE_FUSED_FORWARD");
+    int unset = -1;
+    g_force_general.compare_exchange_strong(unset, e && std::strcmp(e, "general") == 0 ? 1 : 0);
+    v = g_force_general.load();
+  }
+  return v == 1;
+}
+
+void force_general_forward(bool on) { g_force_general.store(on ? 1 : 0); }
 
 void launch_forward(DType t, const FusedShape& shape, const ForwardArgs& args, gpuStream_t stream) {
 #if !defined(TINYFUSE_WITH_HIP)
-  // Inference goes through the streaming kernel where it applies (same values, bit for bit).
-  if (launch_stream_inference(t, shape, args, stream)) return;
+  // Inference and training forward go through the streaming kernel where it applies (same
+  // values, bit for bit).
+  if (!general_forward_forced()) {
+    if (launch_stream_inference(t, shape, args, stream)) return;
+    if (launch_stream_forward(t, shape, args, stream)) return;
+  }
 #endif
   if (t == DType::F16) return launch_typed<__half>(shape, args, stream);
   if (t == DType::BF16) return launch_typed<__nv_bfloat16>(shape, args, stream);

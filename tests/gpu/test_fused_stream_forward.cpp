@@ -1,0 +1,193 @@
+// FullyFusedMLP's training forward through the streaming kernel (src/cuda/fused/stream_kernel.cuh,
+// KEEP) against fused_forward_kernel, forced with fused::force_general_forward: the two must write
+// the same bits, so every output of forward(), inference() and backward() (input and parameter
+// gradients, which read the context's y, z and output z) must be bitwise identical whichever
+// kernel ran. Widths 16/32/64/128; hidden activations whose derivative comes from y (ReLU,
+// LeakyReLU) or from a kept z (Tanh, Sine); outputs with (Sigmoid) and without (None) a kept z;
+// batches from 1 to several tiles per warp of the persistent grid; strided views (staged by the
+// network). Outputs are poisoned with NaN first and must come back finite. Runs on the device
+// machine; skips without a GPU. On devices below sm_80 both runs take the general kernel.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "cuda/fused/forward_choice.h"
+#include "tinyfuse/tinyfuse.h"
+
+using namespace tinyfuse;
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+std::vector<double> download(const TensorView& t) {
+  std::vector<double> host(static_cast<size_t>(t.numel()));
+  copy_tensor(t.ndim == 1 ? TensorView::vector(host.data(), t.numel()) : TensorView::matrix(host.data(), t.rows(), t.cols()), t);
+  return host;
+}
+void upload(const TensorView& dst, std::vector<double> host) {
+  copy_tensor(dst, dst.ndim == 1 ? TensorView::vector(host.data(), dst.numel())
+                                 : TensorView::matrix(host.data(), dst.rows(), dst.cols()));
+}
+
+// Same bits (FP16 / BF16 -> double is exact, so -0 and +0 stay apart) and no NaN: a poisoned
+// element neither kernel wrote cannot pass.
+::testing::AssertionResult same_bits(const std::vector<double>& got, const std::vector<double>& want) {
+  if (got.size() != want.size()) return ::testing::AssertionFailure() << "sizes " << got.size() << " vs " << want.size();
+  for (size_t i = 0; i < got.size(); ++i)
+    if (std::isnan(got[i]) || std::isnan(want[i]) || std::memcmp(&got[i], &want[i], sizeof(double)) != 0)
+      return ::testing::AssertionFailure() << "element " << i << ": " << got[i] << " (streaming) vs " << want[i]
+                                           << " (general)";
+  return ::testing::AssertionSuccess();
+}
+
+// A column slice starting one element into a wider matrix when strided (the network stages it).
+struct DeviceMatrix {
+  Buffer buffer;
+  TensorView whole, view;
+  DeviceMatrix(DType p, int64_t rows, int64_t cols, bool strided) {
+    const int64_t pad = strided ? 3 : 0;
+    buffer = Buffer(Device::CUDA, std::max<size_t>(1, static_cast<size_t>(rows * (cols + pad)) * dtype_size(p)));
+    whole = buffer.matrix(p, rows, cols + pad);
+    view = strided ? whole.cols_slice(1, cols) : whole;
+  }
+  void poison() { fill_tensor(whole, kNaN); }
+};
+
+struct Results {
+  std::vector<double> out, out_no_keep, inference, dx, grads, grads_from_ctx_without_output;
+};
+
+struct StreamCase {
+  DType precision;
+  uint32_t in, width, hidden, out;
+  std::string act, out_act;
+  int64_t batch;
+  bool strided;
+};
+
+std::string describe(const StreamCase& s) {
+  return std::string(s.precision == DType::BF16 ? "bf16 " : "f16 ") + std::to_string(s.in) + "->" +
+         std::to_string(s.width) + "x" + std::to_string(s.hidden) + "->" + std::to_string(s.out) + " " + s.act + "/" +
+         s.out_act + " batch " + std::to_string(s.batch) + (s.strided ? " strided" : "");
+}
+
+// forward (with and without an output), inference, and backward from both contexts, all on one
+// network and data; the kernel is whichever launch_forward picks now.
+Results run(const StreamCase& s, Network& net, const TensorView& params, const TensorView& grads,
+            const std::vector<double>& input, const std::vector<double>& dout) {
+  const DType p = s.precision;
+  const uint32_t W = net.padded_output_width();
+  DeviceMatrix in(p, s.batch, s.in, s.strided), out(p, s.batch, W, s.strided), dy(p, s.batch, W, s.strided),
+      dx(p, s.batch, s.in, s.strided);
+  upload(in.view, input);
+  upload(dy.view, dout);
+  net.set_params(params, params, grads);
+  Results r;
+  out.poison();
+  auto ctx = net.forward(in.view, &out.view);
+  r.out = download(out.view);
+  auto ctx_no_out = net.forward(in.view, nullptr);
+  out.poison();
+  net.inference(in.view, out.view);
+  r.inference = download(out.view);
+  dx.poison();
+  fill_tensor(grads, kNaN);
+  net.backward(*ctx, in.view, out.view, dy.view, &dx.view, false, GradientMode::Overwrite);
+  r.dx = download(dx.view);
+  r.grads = download(grads);
+  fill_tensor(grads, kNaN);
+  net.backward(*ctx_no_out, in.view, out.view, dy.view, nullptr, false, GradientMode::Overwrite);
+  r.grads_from_ctx_without_output = download(grads);
+  return r;
+}
+
+void check(const StreamCase& s, uint64_t seed) {
+  SCOPED_TRACE(describe(s));
+  const DType p = s.precision;
+  json cfg = {{"otype", "FullyFusedMLP"}, {"n_neurons", s.width},          {"n_hidden_layers", s.hidden},
+              {"activation", s.act},      {"output_activation", s.out_act}, {"precision", p == DType::BF16 ? "bf16" : "f16"}};
+  auto net = create_network(cfg, s.in, s.out, BuildOptions{Device::CUDA});
+  const size_t n = net->n_params();
+  const uint32_t W = net->padded_output_width();
+  Pcg32 rng(seed);
+  std::vector<float> init(n);
+  net->initialize_params(rng, init.data());
+  std::vector<double> host_params(init.begin(), init.end()), input(s.batch * s.in), dout(s.batch * W);
+  for (auto& x : input) x = 2 * rng.next_double() - 1;
+  for (auto& x : dout) x = 2 * rng.next_double() - 1;
+  Buffer pbuf(Device::CUDA, n * dtype_size(p)), gbuf(Device::CUDA, n * dtype_size(p));
+  const TensorView pview = pbuf.vector(p, n), gview = gbuf.vector(p, n);
+  upload(pview, host_params);
+
+  const bool was_forced = tinyfuse::cuda::fused::general_forward_forced();
+  tinyfuse::cuda::fused::force_general_forward(true);
+  const Results want = run(s, *net, pview, gview, input, dout);
+  tinyfuse::cuda::fused::force_general_forward(false);
+  const Results got = run(s, *net, pview, gview, input, dout);
+  tinyfuse::cuda::fused::force_general_forward(was_forced);
+
+  EXPECT_TRUE(same_bits(got.out, want.out)) << "forward output";
+  EXPECT_TRUE(same_bits(got.inference, want.inference)) << "inference output";
+  EXPECT_TRUE(same_bits(got.inference, want.out)) << "inference vs forward";
+  EXPECT_TRUE(same_bits(got.dx, want.dx)) << "input gradient";
+  EXPECT_TRUE(same_bits(got.grads, want.grads)) << "parameter gradient";
+  EXPECT_TRUE(same_bits(got.grads_from_ctx_without_output, want.grads)) << "parameter gradient, forward without output";
+}
+
+class FusedStreamForward : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (gpu_count() == 0) GTEST_SKIP() << "skipped: no GPU";
+  }
+};
+
+// Per width an input / output / depth that exercises the stage: wider or narrower than the hidden
+// layers, outputs padded (5 -> 16), out_z beside a 32-wide output.
+const StreamCase kShapes[] = {
+    {DType::F16, 64, 16, 1, 32, "", "", 0, false},
+    {DType::F16, 16, 32, 2, 16, "", "", 0, false},
+    {DType::F16, 32, 64, 3, 5, "", "", 0, false},
+    {DType::F16, 64, 128, 2, 32, "", "", 0, false},
+};
+
+TEST_F(FusedStreamForward, KeepsWhatTheGeneralKernelKeepsBitwise) {
+  uint64_t seed = 1;
+  for (DType p : {DType::F16, DType::BF16})
+    for (StreamCase s : kShapes)
+      for (const char* act : {"ReLU", "LeakyReLU", "Tanh", "Sine"})
+        for (const char* out_act : {"None", "Sigmoid"})
+          for (int64_t batch : {1, 17, 1000, 70000}) {
+            s.precision = p;
+            s.act = act;
+            s.out_act = out_act;
+            s.batch = batch;
+            s.strided = false;
+            check(s, seed++);
+            if (HasFatalFailure()) return;
+          }
+}
+
+// Strided (staged) views, and batches with many tiles per warp at the narrow widths (64-row tiles).
+TEST_F(FusedStreamForward, StridedViewsAndLargeBatches) {
+  uint64_t seed = 1000;
+  for (StreamCase s : kShapes) {
+    s.act = "Tanh";
+    s.out_act = "Sigmoid";
+    s.batch = 1000;
+    s.strided = true;
+    check(s, seed++);
+    s.act = "ReLU";
+    s.out_act = "None";
+    s.batch = 300001;
+    s.strided = false;
+    check(s, seed++);
+  }
+}
+
+}  // namespace
