@@ -329,10 +329,10 @@ __device__ __forceinline__ void* kept_matrix(void* base, int l, int64_t batch) {
   return static_cast<T*>(base) + static_cast<int64_t>(l) * batch * WIDTH;
 }
 
+// The kernel's body (sm_80+; stream_forward_kernel below chooses where it is compiled).
 template <typename T, int WIDTH, Epilogue HIDDEN, Epilogue OUT, bool KEEP>
-__global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize, StreamTiling<WIDTH>::kMinBlocksPerSm)
-    stream_forward_kernel(KernelShape s, ForwardArgs args, int weight_bytes, int stage_stride, int64_t n_tiles) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+__device__ __forceinline__ void stream_forward_body(KernelShape s, ForwardArgs args, int weight_bytes,
+                                                    int stage_stride, int64_t n_tiles) {
   using Tl = StreamTiling<WIDTH>;
   extern __shared__ uint4 smem_raw[];
   unsigned char* smem = reinterpret_cast<unsigned char*>(smem_raw);
@@ -421,6 +421,22 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize, StreamTiling<WIDTH>
     st ^= 1;
   }
   px::cp_async_wait<0>();
+}
+
+// The training variants (KEEP) are built for sm_90+ only: on sm_80 ptxas (CUDA 13.0) spills them
+// at the register cap of kMinBlocksPerSm (64-224 B of stack with hundreds of local loads in the
+// 128-wide and run-time-activation variants; the audit refuses spills), while sm_90 fits them.
+// launch_stream_forward launches them on sm_90+ only; sm_80-89 train through fused_forward_kernel.
+constexpr int kStreamKeepMinArch = 900;
+
+template <typename T, int WIDTH, Epilogue HIDDEN, Epilogue OUT, bool KEEP>
+__global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize, StreamTiling<WIDTH>::kMinBlocksPerSm)
+    stream_forward_kernel(KernelShape s, ForwardArgs args, int weight_bytes, int stage_stride, int64_t n_tiles) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if constexpr (KEEP && __CUDA_ARCH__ < kStreamKeepMinArch)
+    __trap();  // never launched: launch_stream_forward checks for sm_90 first
+  else
+    stream_forward_body<T, WIDTH, HIDDEN, OUT, KEEP>(s, args, weight_bytes, stage_stride, n_tiles);
 #else
   __trap();  // never launched: launch_stream_* check for sm_80 first
 #endif
