@@ -33,6 +33,7 @@
 
 #include "core/activation_math.h"
 #include "core/half.h"
+#include "testing/device_matrix.h"
 #include "tinyfuse/tinyfuse.h"
 
 using namespace tinyfuse;
@@ -108,19 +109,7 @@ bool bitwise_equal(const std::vector<double>& a, const std::vector<double>& b) {
   return true;
 }
 
-// A device matrix; `strided`: a column slice starting one element into a wider matrix (rows
-// further apart than their width, pointers only element-aligned: the network stages it).
-struct DeviceMatrix {
-  Buffer buffer;
-  TensorView whole, view;
-  DeviceMatrix(DType p, int64_t rows, int64_t cols, bool strided) {
-    const int64_t pad = strided ? 3 : 0;
-    buffer = Buffer(Device::CUDA, std::max<size_t>(1, static_cast<size_t>(rows * (cols + pad)) * dtype_size(p)));
-    whole = buffer.matrix(p, rows, cols + pad);
-    view = strided ? whole.cols_slice(1, cols) : whole;
-  }
-  void poison() { fill_tensor(whole, kNaN); }
-};
+using tinyfuse::testing::DeviceMatrix;
 
 // The layer-wise FP64 reference with T-rounded storage (see the top of the file).
 void rounded_storage_reference(DType p, const Network& net, int64_t batch, const std::vector<double>& params,

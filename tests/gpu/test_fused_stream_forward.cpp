@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cuda/fused/forward_choice.h"
+#include "testing/device_matrix.h"
 #include "tinyfuse/tinyfuse.h"
 
 using namespace tinyfuse;
@@ -46,18 +47,7 @@ void upload(const TensorView& dst, std::vector<double> host) {
   return ::testing::AssertionSuccess();
 }
 
-// A column slice starting one element into a wider matrix when strided (the network stages it).
-struct DeviceMatrix {
-  Buffer buffer;
-  TensorView whole, view;
-  DeviceMatrix(DType p, int64_t rows, int64_t cols, bool strided) {
-    const int64_t pad = strided ? 3 : 0;
-    buffer = Buffer(Device::CUDA, std::max<size_t>(1, static_cast<size_t>(rows * (cols + pad)) * dtype_size(p)));
-    whole = buffer.matrix(p, rows, cols + pad);
-    view = strided ? whole.cols_slice(1, cols) : whole;
-  }
-  void poison() { fill_tensor(whole, kNaN); }
-};
+using tinyfuse::testing::DeviceMatrix;
 
 struct Results {
   std::vector<double> out, out_no_keep, inference, dx, grads, grads_from_ctx_without_output;

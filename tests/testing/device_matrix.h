@@ -1,0 +1,26 @@
+// A device matrix for GPU tests: `rows x cols` elements of one dtype. With `strided`, `view` is a
+// column slice starting one element into a wider matrix: rows further apart than their width and
+// pointers only element-aligned (what networks must stage). `whole` is the full matrix, for
+// poisoning and for checking that nothing outside the view was written.
+#pragma once
+
+#include <algorithm>
+#include <limits>
+
+#include "tinyfuse/tinyfuse.h"
+
+namespace tinyfuse::testing {
+
+struct DeviceMatrix {
+  Buffer buffer;
+  TensorView whole, view;
+  DeviceMatrix(DType p, int64_t rows, int64_t cols, bool strided) {
+    const int64_t pad = strided ? 3 : 0;
+    buffer = Buffer(Device::CUDA, std::max<size_t>(1, static_cast<size_t>(rows * (cols + pad)) * dtype_size(p)));
+    whole = buffer.matrix(p, rows, cols + pad);
+    view = strided ? whole.cols_slice(1, cols) : whole;
+  }
+  void poison() { fill_tensor(whole, std::numeric_limits<double>::quiet_NaN()); }
+};
+
+}  // namespace tinyfuse::testing
