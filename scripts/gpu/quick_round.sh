@@ -7,8 +7,8 @@
 #           torch.json, bench.json, bench.md)
 #   grid5x  PyTorch hash-grid baseline and tinyfuse's grid rows beside it (torch-grid.json, grid-bench.*)
 #   san     compute-sanitizer memcheck / racecheck (synccheck with part 'sync'), one bounded run per kernel family
-#   prof    ncu: per-kernel times of FullyFusedMLP inference and training, and full sections of
-#           its kernels at 64 wide, batch 2^20 (ncu-*.txt)
+#   prof    ncu: per-kernel times of FullyFusedMLP inference and training at 64 wide, batch 2^20
+#           (ncu-times.csv); with 'proffull' also full sections of its kernels (ncu-*.txt)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -30,7 +30,7 @@ run() {  # name seconds command...
   grep -E "^\[  (FAILED|PASSED|SKIPPED) |tests? ran|^\[==========\]" "$OUT/$name.log" | tail -n 12
 }
 want fused && run fused 150 "$B/tinyfuse_fused_tests" --gtest_brief=1
-want ff && run ff 150 "$B/tinyfuse_gpu_tests" --gtest_brief=1 --gtest_filter='*FullyFused*:*Qualification*:*TrainingTrajectory*'
+want ff && run ff 300 "$B/tinyfuse_gpu_tests" --gtest_brief=1 --gtest_filter='*FullyFused*:*FusedWgmma*:*FusedStreamForward*:*Qualification*:*TrainingTrajectory*'
 want enc && run enc 120 "$B/tinyfuse_gpu_tests" --gtest_brief=1 --gtest_filter='*Encoding*:*Nwie*:-*Grid*'
 want grid && run grid 150 "$B/tinyfuse_gpu_tests" --gtest_brief=1 --gtest_filter='*Grid*'
 want bench && run quick-bench 120 "$B/tinyfuse-bench" --device cuda --networks FullyFusedMLP,Width64FusedMLP,BlasLtMLPFP16 \
@@ -74,10 +74,13 @@ head = rows[0]; k = head.index("Kernel Name"); v = head.index("Metric Value")
 for r in rows[1:]:
     print(f"{float(r[v].replace(',', '')) / 1000:10.1f} us  {r[k][:110]}")
 PY
+  want proffull || P=""  # the full sections take minutes: only on request (part 'proffull')
+  if [ -n "$P" ]; then
   timeout 200 ncu --set full -k 'regex:stream_forward|fused_forward|fused_backward|weight_grad' --launch-count 5 \
     -o "$OUT/ncu-fused" $P > "$OUT/ncu-full.log" 2>&1
   echo "== ncu full: exit $?"
   ncu --import "$OUT/ncu-fused.ncu-rep" --page details > "$OUT/ncu-details.txt" 2>&1
   grep -E "^  [a-z_:<>0-9A-Za-z]|Duration|Memory Throughput|DRAM Throughput|Compute \(SM\) Throughput|Achieved Occupancy|Registers Per|Theoretical Occupancy|Issue Slots Busy|No Eligible" "$OUT/ncu-details.txt" | head -80
+  fi
 fi
 exit 0

@@ -27,7 +27,7 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t address) 
                : "memory");
 }
 
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900  // (declared in the host pass for sm_90-only callers)
 // The inverse of ldmatrix_x4: r[q] goes back to where ldmatrix_x4 would have read it.
 __device__ __forceinline__ void stmatrix_x4(uint32_t address, const uint32_t (&r)[4]) {
   asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n"

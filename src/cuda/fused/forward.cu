@@ -239,29 +239,34 @@ void launch_typed(const FusedShape& shape, const ForwardArgs& args, gpuStream_t 
   throw UnsupportedError("internal: fused MLP width " + std::to_string(shape.width));
 }
 
-// -1: not decided yet (the environment decides at the first call), 0: streaming, 1: general.
-std::atomic<int> g_force_general{-1};
+// -1: not decided yet (the environment decides at the first call), else a ForwardPath.
+std::atomic<int> g_forward_path{-1};
 
 }  // namespace
 
-bool general_forward_forced() {
-  int v = g_force_general.load();
+ForwardPath forward_path() {
+  int v = g_forward_path.load();
   if (v < 0) {
     const char* e = std::getenv("TINYFUSE_FUSED_FORWARD");
+    ForwardPath p = ForwardPath::Any;
+    if (e && std::strcmp(e, "general") == 0) p = ForwardPath::General;
+    if (e && std::strcmp(e, "mma") == 0) p = ForwardPath::NoWgmma;
     int unset = -1;
-    g_force_general.compare_exchange_strong(unset, e && std::strcmp(e, "general") == 0 ? 1 : 0);
-    v = g_force_general.load();
+    g_forward_path.compare_exchange_strong(unset, static_cast<int>(p));
+    v = g_forward_path.load();
   }
-  return v == 1;
+  return static_cast<ForwardPath>(v);
 }
 
-void force_general_forward(bool on) { g_force_general.store(on ? 1 : 0); }
+void force_forward_path(ForwardPath path) { g_forward_path.store(static_cast<int>(path)); }
 
 void launch_forward(DType t, const FusedShape& shape, const ForwardArgs& args, gpuStream_t stream) {
 #if !defined(TINYFUSE_WITH_HIP)
-  // Inference and training forward go through the streaming kernel where it applies (same
-  // values, bit for bit).
-  if (!general_forward_forced()) {
+  // Inference on Hopper goes through the wgmma kernel where it applies; inference and training
+  // forward otherwise through the streaming kernel (same values as the general one, bit for bit).
+  const ForwardPath path = forward_path();
+  if (path == ForwardPath::Any && launch_wgmma_inference(t, shape, args, stream)) return;
+  if (path != ForwardPath::General) {
     if (launch_stream_inference(t, shape, args, stream)) return;
     if (launch_stream_forward(t, shape, args, stream)) return;
   }

@@ -1,12 +1,24 @@
-// Test hook: which kernel launch_forward runs. By default the streaming kernel wherever it applies
-// (stream_launch.h), else fused_forward_kernel; both give the same values bit for bit, which the
-// tests check by forcing the general kernel. TINYFUSE_FUSED_FORWARD=general in the environment
-// (read once, at the first forward) forces it for the whole process. Plain C++: tests include it.
+// Test hook: which kernels launch_forward may run. By default the Hopper wgmma kernel for
+// inference where it applies (stream_launch.h), then the mma.sync streaming kernel, then
+// fused_forward_kernel. The streaming and general kernels give the same values bit for bit, the
+// Hopper kernel the same to rounding; the tests compare them by forcing a path.
+// TINYFUSE_FUSED_FORWARD in the environment (read once, at the first forward): "general" forces
+// fused_forward_kernel, "mma" leaves out the Hopper kernel. Plain C++: tests include it.
 #pragma once
 
 namespace tinyfuse::cuda::fused {
 
-bool general_forward_forced();
-void force_general_forward(bool on);  // overrides the environment from now on
+enum class ForwardPath {
+  Any,      // the fastest kernel that applies
+  NoWgmma,  // the mma.sync kernels only (streaming, then general)
+  General,  // fused_forward_kernel only
+};
+
+ForwardPath forward_path();
+void force_forward_path(ForwardPath path);  // overrides the environment from now on
+
+// Shorthands of the two above.
+inline bool general_forward_forced() { return forward_path() == ForwardPath::General; }
+inline void force_general_forward(bool on) { force_forward_path(on ? ForwardPath::General : ForwardPath::Any); }
 
 }  // namespace tinyfuse::cuda::fused

@@ -1,6 +1,8 @@
 #include "cuda/fused/launch_config.h"
 
+#include <map>
 #include <mutex>
+#include <tuple>
 #include <unordered_map>
 
 #include "cuda/amd_matrix_cores.h"
@@ -28,6 +30,23 @@ const DeviceLimits& device_limits() {
   TF_GPU_CHECK(gpuDeviceGetAttribute(&d.warp_size, gpuDevAttrWarpSize, device));
   d.max_smem_per_block = static_cast<size_t>(smem);
   return cache.emplace(device, d).first->second;
+}
+
+int resident_blocks_per_sm(const void* kernel, int threads, size_t smem) {
+  static std::mutex mutex;
+  static std::map<std::tuple<const void*, int, int, size_t>, int> cache;
+  int device = 0;
+  TF_GPU_CHECK(gpuGetDevice(&device));
+  const auto key = std::make_tuple(kernel, device, threads, smem);
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  TF_GPU_CHECK(gpuFuncSetAttribute(kernel, gpuFuncAttributeMaxDynamicSharedMemorySize,
+                                   static_cast<int>(device_limits().max_smem_per_block)));
+  int n = 0;
+  TF_GPU_CHECK(gpuOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem));
+  cache.emplace(key, n);
+  return n;
 }
 
 void check_device_supports(DType t, const FusedShape& shape, const std::string& otype) {

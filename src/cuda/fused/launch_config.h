@@ -20,6 +20,13 @@ struct DeviceLimits {
 // This thread's current device, queried once per device.
 const DeviceLimits& device_limits();
 
+// Blocks of `threads` threads and `smem` bytes of dynamic shared memory of a persistent-grid
+// kernel (the streaming kernels) that fit on one SM of the current device, queried once per
+// (kernel, device, threads, smem). The kernel's dynamic shared-memory limit is set to the device
+// maximum on the way (never to one launch's size, so threads launching it for different networks
+// cannot lower it under each other).
+int resident_blocks_per_sm(const void* kernel, int threads, size_t smem);
+
 struct LaunchConfig {
   unsigned grid = 0;  // 0: nothing to launch (empty batch)
   size_t smem_bytes = 0;

@@ -22,10 +22,8 @@
 #pragma once
 
 #include <algorithm>
-#include <map>
-#include <mutex>
-#include <tuple>
 
+#include "cuda/fused/epilogue.cuh"
 #include "cuda/fused/kernel_common.cuh"
 #include "cuda/fused/launch_config.h"
 #include "cuda/fused/mma.cuh"
@@ -37,13 +35,6 @@ namespace tinyfuse::cuda::fused {
 namespace {
 
 namespace px = tinyfuse::cuda::ptx;
-
-// How a layer turns its FP32 accumulators into stored values.
-enum class Epilogue {
-  Relu,      // round(max(z, 0)): equal to act(round(z)) for ReLU, including NaN -> 0 and -0 -> +0
-  Identity,  // round(z)
-  Generic,   // round(act(round(z))), act chosen at run time; the only one that can also give z
-};
 
 template <int WIDTH>
 struct StreamTiling {
@@ -65,22 +56,6 @@ constexpr int kStages = 2;  // the tile being computed + the one in flight
 // Layer 0's z, held as A fragments until the input in the stage is no longer read.
 template <int WIDTH>
 using FirstZ = uint32_t[StreamTiling<WIDTH>::kMTiles][StreamTiling<WIDTH>::kKSteps][4];
-
-template <typename T, Epilogue E>
-__device__ __forceinline__ uint32_t finish_pair(float lo, float hi, Activation act) {
-  if constexpr (E == Epilogue::Relu) {
-    return pack2<T>(lo > 0.0f ? lo : 0.0f, hi > 0.0f ? hi : 0.0f);
-  } else if constexpr (E == Epilogue::Identity) {
-    return pack2<T>(lo, hi);
-  } else {
-    return pack2<T>(activate(act, round_to<T>(lo)), activate(act, round_to<T>(hi)));
-  }
-}
-// z = round(acc), as fused_forward_kernel stores it.
-template <typename T>
-__device__ __forceinline__ uint32_t z_pair(float lo, float hi) {
-  return pack2<T>(round_to<T>(lo), round_to<T>(hi));
-}
 
 // Byte address of the ldmatrix row lane `lane` supplies for the A block (rows 16 mt.., columns
 // col0..col0 + 15) of a row-major matrix in shared memory: matrices (rows +0, cols +0),
@@ -442,26 +417,6 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize, StreamTiling<WIDTH>
 #endif
 }
 
-// Blocks of a kernel that fit on one SM with `smem` bytes, for the current device; the kernel's
-// dynamic shared-memory limit is set to the device maximum once (never to one launch's size, so
-// threads launching it for different networks cannot lower it under each other).
-int blocks_per_sm(const void* kernel, size_t smem) {
-  static std::mutex mutex;
-  static std::map<std::tuple<const void*, int, size_t>, int> cache;
-  int device = 0;
-  TF_GPU_CHECK(gpuGetDevice(&device));
-  const auto key = std::make_tuple(kernel, device, smem);
-  std::lock_guard<std::mutex> lock(mutex);
-  auto it = cache.find(key);
-  if (it != cache.end()) return it->second;
-  TF_GPU_CHECK(gpuFuncSetAttribute(kernel, gpuFuncAttributeMaxDynamicSharedMemorySize,
-                                   static_cast<int>(device_limits().max_smem_per_block)));
-  int n = 0;
-  TF_GPU_CHECK(gpuOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kWarpsPerBlock * kWarpSize, smem));
-  cache.emplace(key, n);
-  return n;
-}
-
 template <typename T, int WIDTH, Epilogue HIDDEN, Epilogue OUT, bool KEEP>
 bool launch_variant(const FusedShape& shape, const ForwardArgs& args, gpuStream_t stream) {
   using Tl = StreamTiling<WIDTH>;
@@ -476,7 +431,7 @@ bool launch_variant(const FusedShape& shape, const ForwardArgs& args, gpuStream_
   const size_t smem = weight_bytes + static_cast<size_t>(kWarpsPerBlock) * kStages * Tl::kRows * stage_stride;
   if (smem > dev.max_smem_per_block) return false;
   const auto kernel = stream_forward_kernel<T, WIDTH, HIDDEN, OUT, KEEP>;
-  const int per_sm = blocks_per_sm(reinterpret_cast<const void*>(kernel), smem);
+  const int per_sm = resident_blocks_per_sm(reinterpret_cast<const void*>(kernel), kWarpsPerBlock * kWarpSize, smem);
   if (per_sm < 1) return false;
   const int64_t n_tiles = (args.batch + Tl::kRows - 1) / Tl::kRows;
   const int64_t blocks = std::min<int64_t>((n_tiles + kWarpsPerBlock - 1) / kWarpsPerBlock,

@@ -20,6 +20,7 @@
 #include "cuda/fused/kernel_common.cuh"
 #if !defined(TINYFUSE_WITH_HIP)
 #include "cuda/fused/mma.cuh"
+#include "cuda/ptx_sm80.cuh"
 #endif
 
 namespace tinyfuse::cuda::fused {
@@ -59,20 +60,60 @@ __device__ __forceinline__ void stage_slab(T (*dst)[kStride], const T* src, int6
 #if !defined(TINYFUSE_WITH_HIP)
 
 constexpr int kWarpTile = 32;     // dW tile of a warp: 2 x 2 warps per block
+constexpr int kPipe = 3;          // slabs in flight per block (sm_80+: cp.async)
 
+// The same slab as stage_slab, copied asynchronously (sm_80+): 16 bytes per cp.async, zeros by a
+// zero-byte source outside the rows and columns.
+template <typename T>
+__device__ __forceinline__ void issue_slab(T (*dst)[kStride], const T* src, int64_t ld, int64_t row0, int64_t row_end,
+                                           int col0, int cols) {
+  constexpr int kChunks = kStepRows * kTile / 8;
+  for (int i = threadIdx.x; i < kChunks; i += blockDim.x) {
+    const int r = i / (kTile / 8), c = (i % (kTile / 8)) * 8;
+    const int64_t row = row0 + r;
+    const bool valid = row < row_end && col0 + c < cols;
+    ptx::cp_async_16(ptx::shared_address(&dst[r][c]), valid ? src + row * ld + col0 + c : src, valid ? 16u : 0u);
+  }
+}
+
+// acc += the slab's products: a warp's 32 x 32 piece of dW over kStepRows batch rows, in row order.
+template <typename T>
+__device__ __forceinline__ void slab_products(float (&acc)[2][4][4], const T (*s_dz)[kStride], const T (*s_x)[kStride],
+                                              int wm, int wn, int lane) {
+  const int q = lane / 8, r8 = lane % 8;
+#pragma unroll
+  for (int ks = 0; ks < kStepRows / 16; ++ks) {
+    uint32_t a[2][4];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) ldmatrix_x4_trans(a[i], &s_dz[16 * ks + (q / 2) * 8 + r8][wm + 16 * i + (q % 2) * 8]);
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      uint32_t b[4];
+      ldmatrix_x4_trans(b, &s_x[16 * ks + (q % 2) * 8 + r8][wn + 16 * j + (q / 2) * 8]);
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        mma_16816<T>(acc[i][2 * j], a[i], b[0], b[1]);
+        mma_16816<T>(acc[i][2 * j + 1], a[i], b[2], b[3]);
+      }
+    }
+  }
+}
+
+// One block per (64 x 64 tile of dW, chunk of the batch). On sm_80+ the slabs stream in through
+// a kPipe-deep cp.async pipeline (the copy of slab i + 2 overlaps the products of slab i); on
+// sm_75 they are staged synchronously. Same products in the same order either way.
 template <typename T>
 __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize)
     weight_grad_partial_kernel(int64_t batch, const T* dz, int64_t ld_dz, int rows, const T* x, int64_t ld_x, int cols,
                                int64_t chunk_rows, float* partial) {
   static_assert(kWarpsPerBlock == 4, "a block is 2 x 2 warps of 32 x 32");
-  __shared__ __align__(16) T s_dz[kStepRows][kStride];
-  __shared__ __align__(16) T s_x[kStepRows][kStride];
+  __shared__ __align__(16) T s_dz[kPipe][kStepRows][kStride];
+  __shared__ __align__(16) T s_x[kPipe][kStepRows][kStride];
   const int m0 = blockIdx.y * kTile, n0 = blockIdx.x * kTile;
   const int64_t chunk = blockIdx.z;
   const int64_t r_begin = chunk * chunk_rows, r_end = std::min(batch, r_begin + chunk_rows);
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int wm = (warp / 2) * kWarpTile, wn = (warp % 2) * kWarpTile;  // within the block tile
-  const int q = lane / 8, r8 = lane % 8;
   const bool active = m0 + wm < rows && n0 + wn < cols;  // warp-uniform
 
   float acc[2][4][4];
@@ -83,30 +124,37 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize)
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
 
-  for (int64_t k = r_begin; k < r_end; k += kStepRows) {
-    stage_slab(s_dz, dz, ld_dz, k, r_end, m0, rows);
-    stage_slab(s_x, x, ld_x, k, r_end, n0, cols);
-    __syncthreads();
-    if (active) {
-#pragma unroll
-      for (int ks = 0; ks < kStepRows / 16; ++ks) {
-        uint32_t a[2][4];
-#pragma unroll
-        for (int i = 0; i < 2; ++i) ldmatrix_x4_trans(a[i], &s_dz[16 * ks + (q / 2) * 8 + r8][wm + 16 * i + (q % 2) * 8]);
-#pragma unroll
-        for (int j = 0; j < 2; ++j) {
-          uint32_t b[4];
-          ldmatrix_x4_trans(b, &s_x[16 * ks + (q % 2) * 8 + r8][wn + 16 * j + (q / 2) * 8]);
-#pragma unroll
-          for (int i = 0; i < 2; ++i) {
-            mma_16816<T>(acc[i][2 * j], a[i], b[0], b[1]);
-            mma_16816<T>(acc[i][2 * j + 1], a[i], b[2], b[3]);
-          }
-        }
-      }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const int64_t steps = (r_end - r_begin + kStepRows - 1) / kStepRows;
+  for (int st = 0; st < kPipe - 1; ++st) {  // one commit group per slab
+    if (st < steps) {
+      issue_slab(s_dz[st], dz, ld_dz, r_begin + st * kStepRows, r_end, m0, rows);
+      issue_slab(s_x[st], x, ld_x, r_begin + st * kStepRows, r_end, n0, cols);
     }
+    ptx::cp_async_commit();
+  }
+  for (int64_t it = 0; it < steps; ++it) {
+    ptx::cp_async_wait<kPipe - 2>();  // slab it has landed (this thread's copies) ...
+    __syncthreads();                  // ... everyone's, and everyone is done with slab it - 1
+    const int64_t next = it + kPipe - 1;
+    const int slot = static_cast<int>(it % kPipe), next_slot = static_cast<int>(next % kPipe);
+    if (next < steps) {
+      issue_slab(s_dz[next_slot], dz, ld_dz, r_begin + next * kStepRows, r_end, m0, rows);
+      issue_slab(s_x[next_slot], x, ld_x, r_begin + next * kStepRows, r_end, n0, cols);
+    }
+    ptx::cp_async_commit();
+    if (active) slab_products<T>(acc, s_dz[slot], s_x[slot], wm, wn, lane);
+  }
+  ptx::cp_async_wait<0>();
+#else
+  for (int64_t k = r_begin; k < r_end; k += kStepRows) {
+    stage_slab(s_dz[0], dz, ld_dz, k, r_end, m0, rows);
+    stage_slab(s_x[0], x, ld_x, k, r_end, n0, cols);
+    __syncthreads();
+    if (active) slab_products<T>(acc, s_dz[0], s_x[0], wm, wn, lane);
     __syncthreads();
   }
+#endif
 
   if (!active) return;
   const int g = lane_group(), t = lane_in_group();
@@ -183,13 +231,26 @@ __global__ void __launch_bounds__(kPartialThreads)
 
 #endif  // TINYFUSE_WITH_HIP
 
-// grad[e] = [grad[e] +] sum over chunks of partial[chunk][e], chunks in order.
+// grad[e] = [grad[e] +] sum over chunks of partial[chunk][e], chunks in order. The loads of
+// kReduceBatch chunks are issued before their sums (in the same order), so a thread keeps that
+// many loads in flight; small blocks spread the few thousand threads over many SMs.
+constexpr int kReduceBatch = 16;
+constexpr int kReduceThreads = 64;
+
 template <typename T>
 __global__ void weight_grad_reduce_kernel(int64_t chunks, int64_t elems, const float* partial, T* grad, bool accumulate) {
   const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (e >= elems) return;
   float s = 0.0f;
-  for (int64_t c = 0; c < chunks; ++c) s += partial[c * elems + e];
+  int64_t c = 0;
+  for (; c + kReduceBatch <= chunks; c += kReduceBatch) {
+    float v[kReduceBatch];
+#pragma unroll
+    for (int i = 0; i < kReduceBatch; ++i) v[i] = partial[(c + i) * elems + e];
+#pragma unroll
+    for (int i = 0; i < kReduceBatch; ++i) s += v[i];
+  }
+  for (; c < chunks; ++c) s += partial[c * elems + e];
   grad[e] = from_float<T>(accumulate ? to_float(grad[e]) + s : s);
 }
 
@@ -207,8 +268,8 @@ void launch_typed(int64_t batch, const void* dz, int64_t ld_dz, int rows, const 
 #endif
   TF_GPU_CHECK_LAUNCH("weight_grad_partial_kernel");
   const int64_t elems = static_cast<int64_t>(rows) * cols;
-  weight_grad_reduce_kernel<T><<<blocks_for(elems), kThreadsPerBlock, 0, stream>>>(split.chunks, elems, partial,
-                                                                                   static_cast<T*>(grad), accumulate);
+  weight_grad_reduce_kernel<T><<<static_cast<unsigned>((elems + kReduceThreads - 1) / kReduceThreads), kReduceThreads, 0,
+                                 stream>>>(split.chunks, elems, partial, static_cast<T*>(grad), accumulate);
   TF_GPU_CHECK_LAUNCH("weight_grad_reduce_kernel");
 }
 

@@ -1,22 +1,29 @@
-// FullyFusedMLP's Hopper inference kernel (sm_90a): the streaming kernel's plan (stream_kernel.cuh)
-// with the layers on warpgroup tensor-core products (wgmma.mma_async) instead of per-warp mma.sync.
-//  - a persistent grid of blocks of kGroups warpgroups; a warpgroup owns tiles of 64 consecutive
-//    rows (16 per warp), tile = the warpgroup's global index + i * all warpgroups;
-//  - every layer's weights sit in shared memory once per block in the layout wgmma reads by
-//    descriptor: B = W (out x in) is "K-major", in blocks of 64 input columns whose 128-byte rows
+// FullyFusedMLP's Hopper inference kernel (sm_90a; wgmma_inference.cu launches it): the streaming
+// kernel's plan (stream_kernel.cuh) with every layer on warpgroup tensor-core products
+// (wgmma.mma_async, wgmma_ops.cuh) instead of per-warp mma.sync. Measured against it on an H200
+// (benchmarks/experiments/wgmma_probe.cu, docs/PERFORMANCE.md): 1.3x at 64 wide, 2.7x at 128 wide.
+//  - a persistent grid of blocks of 1 .. kMaxGroups warpgroups; a warpgroup owns tiles of 64
+//    consecutive rows (16 per warp), tile = the warpgroup's global index + i * all warpgroups;
+//  - every layer's weights are staged once per block into shared memory in the layout wgmma reads
+//    by descriptor: B = W (out x in) "K-major", in blocks of 64 input columns whose 128-byte rows
 //    are 128-byte swizzled (16-byte chunk c of row n at chunk c ^ (n % 8)), each block 1024-byte
-//    aligned; a 16-deep k-step is the block's start address + 32 bytes per step;
+//    aligned; a 16-deep k-step is the block's start address + 32 bytes per step. Columns past a
+//    layer's input width inside its last block are zeros;
 //  - activations stay in registers: a warp's FP32 accumulators of m64nNk16 have the mma.sync C
-//    layout, so rounded pairs are the next layer's A fragments (A from registers);
+//    layout, so their finished pairs are the next layer's A fragments (A from registers);
 //  - each warp copies its own 16 input rows global -> shared (16-byte cp.async, two stages) and
-//    stores its 16 output rows through the same stage, so warps never wait for each other except
-//    inside wgmma (which is warpgroup-wide by definition).
-// One layer is one batch of wgmma (in / 16 of them) then a wait: the warpgroups of a block (and
-// the blocks' other tiles in flight) keep the tensor cores busy while one finishes its epilogue.
+//    writes its 16 output rows back through the same stage with 16-byte streaming stores, so
+//    warps never wait for each other except inside wgmma (warpgroup-wide by definition).
+// A layer is one batch of wgmma then a wait; the block's other warpgroups keep the tensor cores
+// busy meanwhile. Same rounding points as every fused kernel (epilogue.cuh); the products are
+// summed by the tensor cores in their own order, so results match the mma.sync kernels to
+// rounding, not bit for bit (test_fused_wgmma.cpp measures both against each other).
 #pragma once
 
 #include <cstdint>
 
+#include "cuda/fused/epilogue.cuh"
+#include "cuda/fused/kernel_common.cuh"
 #include "cuda/fused/wgmma_ops.cuh"
 #include "cuda/ptx_sm80.cuh"
 
@@ -24,47 +31,80 @@ namespace tinyfuse::cuda::fused::wgmma {
 
 namespace px = tinyfuse::cuda::ptx;
 
-constexpr int kGroupRows = 64;  // rows of a warpgroup tile (m64)
+constexpr int kGroupThreads = 128;  // a warpgroup
+constexpr int kGroupRows = 64;      // rows of a warpgroup tile (the m of m64nNk16)
 constexpr int kWarpRows = 16;
-constexpr int kStageCount = 2;
+constexpr int kStages = 2;     // the tile being computed + the one in flight, per warp
+constexpr int kMaxGroups = 3;  // warpgroups per block
+constexpr int kBlockCols = 64; // input columns per swizzled weight block (128 bytes of FP16/BF16)
 
 __device__ __forceinline__ void fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-}
-// Makes the generic-proxy writes to shared memory (the staged weights) visible to wgmma's reads.
+__device__ __forceinline__ void wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+// Makes generic-proxy writes to shared memory (the staged weights) visible to wgmma's reads.
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
-// Descriptor of a K-major, 128-byte-swizzled B operand at shared address `addr` (16-byte units):
-// leading byte offset unused with this swizzle (1), stride byte offset 1024 (8 rows of 128 bytes).
+// Descriptor of a K-major, 128-byte-swizzled B operand at shared address `addr`: start address
+// in 16-byte units, leading byte offset unused with this swizzle (1), stride byte offset 1024
+// (8 rows of 128 bytes), swizzle mode 1 (128 bytes).
 __device__ __forceinline__ uint64_t b_descriptor(uint32_t addr) {
-  return (static_cast<uint64_t>((addr & 0x3FFFF) >> 4)) | (static_cast<uint64_t>(1) << 16) |
-         (static_cast<uint64_t>(1024 >> 4) << 32) | (static_cast<uint64_t>(1) << 62);
+  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (uint64_t{1} << 16) | (uint64_t{1024 >> 4} << 32) |
+         (uint64_t{1} << 62);
+}
+// B of k-step ks (16 input columns) for the rows n0.. of a layer with n_out outputs at `w`.
+__device__ __forceinline__ uint64_t b_step(uint32_t w, int n_out, int n0, int ks) {
+  return b_descriptor(w + (ks / 4) * n_out * 128 + n0 * 128 + (ks % 4) * 32);
 }
 
 // Shared bytes of one layer's weights (n_out x n_in) in the swizzled layout.
-__host__ __device__ constexpr int layer_bytes(int n_out, int n_in) { return ((n_in + 63) / 64) * n_out * 128; }
+__host__ __device__ constexpr int layer_bytes(int n_out, int n_in) {
+  return (n_in + kBlockCols - 1) / kBlockCols * n_out * 128;
+}
+__host__ __device__ inline int all_layers_bytes(int width, const KernelShape& s) {
+  int bytes = 0;
+  for (int l = 0; l <= s.n_hidden; ++l) bytes += layer_bytes(layer_out(width, s, l), layer_in(width, s, l));
+  return bytes;
+}
 
-// One layer's weights (row-major n_out x n_in in global memory) into the swizzled layout at
-// `dst` (1024-byte aligned), 16 bytes per copy, by the whole block.
-__device__ __forceinline__ void stage_layer(uint32_t dst, const uint16_t* w, int n_out, int n_in) {
-  const int chunks = n_in / 8;
-  for (int i = threadIdx.x; i < n_out * chunks; i += blockDim.x) {
-    const int n = i / chunks, c = i - n * chunks;
-    const uint32_t at = dst + (c / 8) * n_out * 128 + n * 128 + (((c % 8) ^ (n % 8)) << 4);
-    px::cp_async_16(at, w + static_cast<int64_t>(n) * n_in + c * 8, 16u);
+// Every layer's weights into the swizzled layout from `w_base` on, by the whole block: 16-byte
+// cp.async when the parameters are 16-byte aligned (every layer then starts aligned), else
+// element-wise. The caller waits, fences the async proxy and syncs the block.
+template <int WIDTH>
+__device__ __forceinline__ void stage_weights(uint32_t w_base, const uint16_t* weights, const KernelShape& s) {
+  const bool aligned = (reinterpret_cast<uintptr_t>(weights) & 15) == 0;
+  uint32_t dst = w_base;
+  for (int l = 0; l <= s.n_hidden; ++l) {
+    const int n_out = layer_out(WIDTH, s, l), n_in = layer_in(WIDTH, s, l);
+    const int chunks = n_in / 8, padded = (n_in + kBlockCols - 1) / kBlockCols * (kBlockCols / 8);
+    const uint16_t* src = weights + layer_weight_offset(WIDTH, s, l);
+    for (int i = threadIdx.x; i < n_out * padded; i += blockDim.x) {
+      const int n = i / padded, c = i - n * padded;
+      const uint32_t at = dst + (c / 8) * n_out * 128 + n * 128 + (((c % 8) ^ (n % 8)) << 4);
+      const uint16_t* from = src + static_cast<int64_t>(n) * n_in + c * 8;
+      if (c >= chunks) {
+        px::st_shared_16(at, make_uint4(0, 0, 0, 0));
+      } else if (aligned) {
+        px::cp_async_16(at, from, 16u);
+      } else {
+        uint32_t v[4];
+#pragma unroll
+        for (int k = 0; k < 4; ++k) v[k] = from[2 * k] | (static_cast<uint32_t>(from[2 * k + 1]) << 16);
+        px::st_shared_16(at, make_uint4(v[0], v[1], v[2], v[3]));
+      }
+    }
+    dst += layer_bytes(n_out, n_in);
   }
 }
 
 // ldmatrix / stmatrix address of lane `lane` for the 16 x 16 block at column col0 of a warp's
-// 16-row stage (row stride `pitch` bytes): matrices (rows +0, cols +0), (+8, +0), (+0, +8), (+8, +8).
+// 16-row stage (row stride `pitch` bytes): matrices (rows +0, cols +0), (+8, +0), (+0, +8),
+// (+8, +8), the A-fragment register order.
 __device__ __forceinline__ uint32_t block_row(uint32_t base, int pitch, int col0, int lane) {
   return base + ((lane & 7) + ((lane >> 3) & 1) * 8) * pitch + (col0 + (lane >> 4) * 8) * 2;
 }
 
-// A warp's 16 rows [row0, row0 + 16) of a (batch x width) FP16 matrix into its stage.
+// A warp's 16 rows [row0, row0 + 16) of a (batch x width) matrix into / out of its stage; rows
+// past the batch are zero-filled on load and never stored.
 __device__ __forceinline__ void load_rows(uint32_t stage, int pitch, const uint16_t* in, int64_t ld, int width,
                                           int64_t row0, int64_t batch, int lane) {
   const int chunks = width / 8;
@@ -85,99 +125,154 @@ __device__ __forceinline__ void store_rows(uint32_t stage, int pitch, uint16_t* 
   }
 }
 
-// Accumulators of m64nNk16 (N / 2 per thread) -> A fragments of the next layer (N / 16 k-steps).
-template <int N, bool RELU>
-__device__ __forceinline__ void to_fragments(uint32_t (&a)[N / 16][4], const float (&d)[N / 2]) {
+// Accumulators of m64nNk16 (N / 2 per thread) -> finished A fragments (N / 16 k-steps).
+template <typename T, int N, Epilogue E>
+__device__ __forceinline__ void to_fragments(uint32_t (&a)[N / 16][4], const float (&d)[N / 2], Activation act) {
 #pragma unroll
   for (int j = 0; j < N / 16; ++j)
 #pragma unroll
-    for (int i = 0; i < 4; ++i)
-      a[j][i] = RELU ? px::pack_half2_relu(d[8 * j + 2 * i], d[8 * j + 2 * i + 1])
-                     : px::pack_half2(d[8 * j + 2 * i], d[8 * j + 2 * i + 1]);
+    for (int i = 0; i < 4; ++i) a[j][i] = finish_pair<T, E>(d[8 * j + 2 * i], d[8 * j + 2 * i + 1], act);
 }
 
-// y = x W^T for one layer of K inputs and N outputs on the warpgroup's 64 rows.
-template <int N, int K>
-__device__ __forceinline__ void layer(float (&d)[N / 2], const uint32_t (&a)[K / 16][4], uint32_t w) {
+// d = x W^T over K = 16 KS inputs, x as A fragments, W (n_out rows) at `w`, output rows n0..n0 + N.
+template <typename T, int N, int KS>
+__device__ __forceinline__ void product(float (&d)[N / 2], const uint32_t (&x)[KS][4], uint32_t w, int n_out, int n0) {
   fence();
 #pragma unroll
-  for (int ks = 0; ks < K / 16; ++ks)
-    wgmma_rs<__half, N>(d, a[ks], b_descriptor(w + (ks / 4) * N * 128 + (ks % 4) * 32), ks > 0 ? 1 : 0);
+  for (int ks = 0; ks < KS; ++ks) wgmma_rs<T, N>(d, x[ks], b_step(w, n_out, n0, ks), ks > 0 ? 1 : 0);
   commit();
-  wait<0>();
+  wait_all();
 }
 
-// The experiment's shape: WIDTH -> WIDTH x n_hidden -> WIDTH, ReLU hidden, identity output, FP16.
-template <int WIDTH, int GROUPS>
-__global__ void __launch_bounds__(GROUPS * 128, 1)
-    mlp_inference_kernel(const __half* __restrict__ weights, int n_hidden, const __half* __restrict__ input,
-                         __half* __restrict__ output, int64_t batch, int64_t n_tiles) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// Layer 0 from the stage: in one batch when the input is WIDTH wide, else 64 columns (4 k-steps)
+// per batch, the steps past the input width zeros (their weights are zeros too).
+template <typename T, int WIDTH>
+__device__ __forceinline__ void first_product(float (&d)[WIDTH / 2], uint32_t stage, int pitch, int in_width,
+                                              uint32_t w, int lane) {
   constexpr int KS = WIDTH / 16;
-  constexpr int kLayer = layer_bytes(WIDTH, WIDTH);
-  constexpr int kPitch = (WIDTH + 8) * 2;
-  constexpr int kStage = kWarpRows * kPitch;
-  extern __shared__ __align__(1024) unsigned char smem[];
-  const int n_layers = n_hidden + 1;
-  const uint32_t w_base = (px::shared_address(smem) + 1023u) & ~1023u;  // the swizzle needs 1024-byte blocks
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, group = warp / 4, wig = warp % 4;
-  const uint32_t stages = w_base + n_layers * kLayer + warp * kStageCount * kStage;
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * GROUPS + group;
-  const int64_t step = static_cast<int64_t>(gridDim.x) * GROUPS;
-  const uint16_t* in = reinterpret_cast<const uint16_t*>(input);
-  uint16_t* out = reinterpret_cast<uint16_t*>(output);
+  if (in_width == WIDTH) {
+    uint32_t x[KS][4];
+#pragma unroll
+    for (int ks = 0; ks < KS; ++ks) px::ldmatrix_x4(x[ks], block_row(stage, pitch, 16 * ks, lane));
+    product<T, WIDTH, KS>(d, x, w, WIDTH, 0);
+    return;
+  }
+  const int steps = in_width / 16;
+  for (int k0 = 0; k0 < steps; k0 += 4) {
+    uint32_t x[4][4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      if (k0 + j < steps) {
+        px::ldmatrix_x4(x[j], block_row(stage, pitch, 16 * (k0 + j), lane));
+      } else {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) x[j][i] = 0u;
+      }
+    }
+    fence();
+#pragma unroll
+    for (int j = 0; j < 4; ++j) wgmma_rs<T, WIDTH>(d, x[j], b_step(w, WIDTH, 0, k0 + j), (k0 + j) > 0 ? 1 : 0);
+    commit();
+    wait_all();
+  }
+}
 
-  for (int s = 0; s < kStageCount; ++s) {
-    const int64_t tile = first + s * step;
+// The output layer into the stage (columns 0 .. out_width - 1): in one batch when it is WIDTH
+// wide, else 16 columns at a time.
+template <typename T, int WIDTH, Epilogue E>
+__device__ __forceinline__ void output_layer(const uint32_t (&x)[WIDTH / 16][4], float (&d)[WIDTH / 2], uint32_t w,
+                                             int out_width, uint32_t stage, int pitch, Activation act, int lane) {
+  constexpr int KS = WIDTH / 16;
+  if (out_width == WIDTH) {
+    product<T, WIDTH, KS>(d, x, w, WIDTH, 0);
+    uint32_t o[KS][4];
+    to_fragments<T, WIDTH, E>(o, d, act);
+#pragma unroll
+    for (int j = 0; j < KS; ++j) px::stmatrix_x4(block_row(stage, pitch, 16 * j, lane), o[j]);
+    return;
+  }
+  for (int c0 = 0; c0 < out_width; c0 += 16) {
+    float c[8];
+    product<T, 16, KS>(c, x, w, out_width, c0);
+    uint32_t o[1][4];
+    to_fragments<T, 16, E>(o, c, act);
+    px::stmatrix_x4(block_row(stage, pitch, c0, lane), o[0]);
+  }
+}
+
+template <typename T, int WIDTH, Epilogue HIDDEN, Epilogue OUT>
+__device__ __forceinline__ void inference_body(const KernelShape& s, const ForwardArgs& args, int pitch,
+                                               int64_t n_tiles) {
+  constexpr int KS = WIDTH / 16;
+  extern __shared__ __align__(1024) unsigned char smem[];
+  const uint32_t w_base = (px::shared_address(smem) + 1023u) & ~1023u;  // the swizzle works in 1024-byte blocks
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int groups = blockDim.x / kGroupThreads, group = warp / 4, warp_in_group = warp % 4;
+  const int stage_bytes = kWarpRows * pitch;
+  const uint32_t stages = w_base + all_layers_bytes(WIDTH, s) + warp * kStages * stage_bytes;
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * groups + group;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * groups;
+  const int64_t batch = args.batch;
+  const uint16_t* in = static_cast<const uint16_t*>(args.input);
+  uint16_t* out = static_cast<uint16_t*>(args.output);
+  const int first_layer_bytes = layer_bytes(WIDTH, s.in_width), hidden_bytes = layer_bytes(WIDTH, WIDTH);
+
+  // One commit group per tile: the first two are in flight while the weights are staged.
+  for (int st = 0; st < kStages; ++st) {
+    const int64_t tile = first + st * step;
     if (tile < n_tiles)
-      load_rows(stages + s * kStage, kPitch, in, WIDTH, WIDTH, tile * kGroupRows + wig * kWarpRows, batch, lane);
+      load_rows(stages + st * stage_bytes, pitch, in, args.ld_in, s.in_width,
+                tile * kGroupRows + warp_in_group * kWarpRows, batch, lane);
     px::cp_async_commit();
   }
-  for (int l = 0; l < n_layers; ++l)
-    stage_layer(w_base + l * kLayer, reinterpret_cast<const uint16_t*>(weights) + l * WIDTH * WIDTH, WIDTH, WIDTH);
+  stage_weights<WIDTH>(w_base, static_cast<const uint16_t*>(args.weights), s);
   px::cp_async_commit();
   px::cp_async_wait<0>();
   fence_proxy_async();
   __syncthreads();
 
-  int s = 0;
+  int st = 0;
   for (int64_t tile = first; tile < n_tiles; tile += step) {
-    const uint32_t stage = stages + s * kStage;
-    const int64_t row0 = tile * kGroupRows + wig * kWarpRows;
-    px::cp_async_wait<kStageCount - 1>();
-    __syncwarp();
-    uint32_t a[KS][4];
-#pragma unroll
-    for (int ks = 0; ks < KS; ++ks) px::ldmatrix_x4(a[ks], block_row(stage, kPitch, 16 * ks, lane));
+    const uint32_t stage = stages + st * stage_bytes;
+    const int64_t row0 = tile * kGroupRows + warp_in_group * kWarpRows;
+    px::cp_async_wait<kStages - 1>();  // this tile's copies (this lane's) have landed
+    __syncwarp();                      // ... and every lane's
+
     float d[WIDTH / 2];
-    for (int l = 0; l < n_hidden; ++l) {
-      layer<WIDTH, WIDTH>(d, a, w_base + l * kLayer);
-      to_fragments<WIDTH, true>(a, d);
+    uint32_t a[KS][4];
+    first_product<T, WIDTH>(d, stage, pitch, s.in_width, w_base, lane);
+    to_fragments<T, WIDTH, HIDDEN>(a, d, s.act);
+    uint32_t w = w_base + first_layer_bytes;
+    for (int l = 1; l < s.n_hidden; ++l, w += hidden_bytes) {
+      product<T, WIDTH, KS>(d, a, w, WIDTH, 0);
+      to_fragments<T, WIDTH, HIDDEN>(a, d, s.act);
     }
-    layer<WIDTH, WIDTH>(d, a, w_base + n_hidden * kLayer);
-    to_fragments<WIDTH, false>(a, d);
+    __syncwarp();  // every lane's reads of the input in this stage are done before it is overwritten
+    output_layer<T, WIDTH, OUT>(a, d, w, s.out_width, stage, pitch, s.out_act, lane);
     __syncwarp();
-#pragma unroll
-    for (int ks = 0; ks < KS; ++ks) px::stmatrix_x4(block_row(stage, kPitch, 16 * ks, lane), a[ks]);
-    __syncwarp();
-    store_rows(stage, kPitch, out, WIDTH, WIDTH, row0, batch, lane);
-    __syncwarp();
-    const int64_t next = tile + kStageCount * step;
+    store_rows(stage, pitch, out, args.ld_out, s.out_width, row0, batch, lane);
+    __syncwarp();  // the stage is read out before the next copy into it
+
+    const int64_t next = tile + kStages * step;
     if (next < n_tiles)
-      load_rows(stage, kPitch, in, WIDTH, WIDTH, next * kGroupRows + wig * kWarpRows, batch, lane);
+      load_rows(stage, pitch, in, args.ld_in, s.in_width, next * kGroupRows + warp_in_group * kWarpRows, batch, lane);
     px::cp_async_commit();
-    s ^= 1;
+    st ^= 1;
   }
   px::cp_async_wait<0>();
-#else
-  __trap();  // built for sm_90a only
-#endif
 }
 
-template <int WIDTH, int GROUPS>
-constexpr size_t inference_smem(int n_hidden) {
-  return 1024 + static_cast<size_t>(n_hidden + 1) * layer_bytes(WIDTH, WIDTH) +
-         static_cast<size_t>(GROUPS) * 4 * kStageCount * kWarpRows * (WIDTH + 8) * 2;
+// No register cap beyond one block of kMaxGroups warpgroups: capping the 64-wide variants for 768
+// threads per SM (80 registers) makes ptxas spill them; uncapped they use 80-96 and run two
+// blocks of two warpgroups per SM.
+template <typename T, int WIDTH, Epilogue HIDDEN, Epilogue OUT>
+__global__ void __launch_bounds__(kMaxGroups* kGroupThreads, 1)
+    inference_kernel(KernelShape s, ForwardArgs args, int pitch, int64_t n_tiles) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  inference_body<T, WIDTH, HIDDEN, OUT>(s, args, pitch, n_tiles);
+#else
+  __trap();  // built for sm_90a only; wgmma_inference.cu launches it on compute capability 9.0 only
+#endif
 }
 
 }  // namespace tinyfuse::cuda::fused::wgmma

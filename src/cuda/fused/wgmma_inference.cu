@@ -1,0 +1,86 @@
+// FullyFusedMLP inference through the Hopper kernel (wgmma_kernel.cuh). CMake compiles this unit
+// for sm_90a alone (wgmma exists on no other target; src/cuda/CMakeLists.txt) when the build's
+// architectures include 90, and defines TINYFUSE_WGMMA_SM90A for it; otherwise it compiles to a
+// launcher that always declines, and inference runs the mma.sync streaming kernel.
+#include "cuda/fused/forward_choice.h"
+#include "cuda/fused/stream_launch.h"
+
+#if defined(TINYFUSE_WGMMA_SM90A)
+#include <algorithm>
+
+#include "cuda/fused/launch_config.h"
+#include "cuda/fused/wgmma_kernel.cuh"
+#endif
+
+namespace tinyfuse::cuda::fused {
+
+#if defined(TINYFUSE_WGMMA_SM90A)
+
+namespace {
+
+// Warpgroups per block: 64 wide is memory-bound and does best with small blocks (3 per SM),
+// 128 wide is compute-bound and does best with 3 warpgroups sharing one copy of the weights
+// (the 2026-12-03 probe, benchmarks/results/wgmma-probe-h200-2026-12-03.json).
+int preferred_groups(int width) { return width == 128 ? 3 : 2; }
+
+template <typename T, int WIDTH, Epilogue HIDDEN, Epilogue OUT>
+bool launch_variant(const FusedShape& shape, const ForwardArgs& args, gpuStream_t stream) {
+  const DeviceLimits& dev = device_limits();
+  const KernelShape ks = kernel_shape(shape, true);
+  const int pitch = (std::max(shape.in_width, shape.out_width) + kSmemPad) * static_cast<int>(sizeof(T));
+  const size_t weights = 1024 + static_cast<size_t>(wgmma::all_layers_bytes(WIDTH, ks));  // + alignment slack
+  const auto kernel = wgmma::inference_kernel<T, WIDTH, HIDDEN, OUT>;
+  for (int groups = preferred_groups(WIDTH); groups >= 1; --groups) {
+    const size_t smem = weights + static_cast<size_t>(groups) * 4 * wgmma::kStages * wgmma::kWarpRows * pitch;
+    if (smem > dev.max_smem_per_block) continue;
+    const int threads = groups * wgmma::kGroupThreads;
+    const int per_sm = resident_blocks_per_sm(reinterpret_cast<const void*>(kernel), threads, smem);
+    if (per_sm < 1) continue;
+    const int64_t n_tiles = (args.batch + wgmma::kGroupRows - 1) / wgmma::kGroupRows;
+    const int64_t blocks =
+        std::min<int64_t>((n_tiles + groups - 1) / groups, static_cast<int64_t>(per_sm) * dev.sm_count);
+    kernel<<<static_cast<unsigned>(blocks), threads, smem, stream>>>(ks, args, pitch, n_tiles);
+    TF_GPU_CHECK_LAUNCH("wgmma::inference_kernel");
+    return true;
+  }
+  return false;  // too deep for shared memory: the streaming kernel decides next
+}
+
+template <typename T, int WIDTH>
+bool launch_width(const FusedShape& shape, const ForwardArgs& args, gpuStream_t stream) {
+  const bool relu = shape.act == Activation::ReLU, identity_out = shape.out_act == Activation::None;
+  if (relu && identity_out) return launch_variant<T, WIDTH, Epilogue::Relu, Epilogue::Identity>(shape, args, stream);
+  if (relu) return launch_variant<T, WIDTH, Epilogue::Relu, Epilogue::Generic>(shape, args, stream);
+  if (identity_out) return launch_variant<T, WIDTH, Epilogue::Generic, Epilogue::Identity>(shape, args, stream);
+  return launch_variant<T, WIDTH, Epilogue::Generic, Epilogue::Generic>(shape, args, stream);
+}
+
+template <typename T>
+bool launch_typed(const FusedShape& shape, const ForwardArgs& args, gpuStream_t stream) {
+  if (shape.width == 64) return launch_width<T, 64>(shape, args, stream);
+  if (shape.width == 128) return launch_width<T, 128>(shape, args, stream);
+  return false;  // 16 and 32 wide: not measured against the mma.sync kernel, which keeps them
+}
+
+}  // namespace
+
+bool launch_wgmma_inference(DType t, const FusedShape& shape, const ForwardArgs& args, gpuStream_t stream) {
+  if (!args.output || args.hidden_y || args.hidden_z || args.out_z || args.batch <= 0) return false;
+  if (shape.in_width > kStreamMaxIoWidth || shape.out_width > kStreamMaxIoWidth) return false;
+  const DeviceLimits& dev = device_limits();
+  if (dev.major != 9 || dev.minor != 0) return false;  // sm_90a code runs on compute capability 9.0 only
+  if (t == DType::F16) return launch_typed<__half>(shape, args, stream);
+  if (t == DType::BF16) return launch_typed<__nv_bfloat16>(shape, args, stream);
+  return false;
+}
+
+bool wgmma_inference_built() { return true; }
+
+#else
+
+bool launch_wgmma_inference(DType, const FusedShape&, const ForwardArgs&, gpuStream_t) { return false; }
+bool wgmma_inference_built() { return false; }
+
+#endif
+
+}  // namespace tinyfuse::cuda::fused

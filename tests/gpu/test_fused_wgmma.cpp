@@ -1,0 +1,186 @@
+// FullyFusedMLP inference through the Hopper kernel (src/cuda/fused/wgmma_kernel.cuh: wgmma
+// warpgroup products) against the mma.sync streaming kernel it replaces on compute capability
+// 9.0 (forced with fused::force_forward_path(NoWgmma)). The two kernels round at the same points;
+// the tensor cores may sum a 16-deep product in another order, so they must agree to within the
+// FP16 / BF16 rounding of the network (the FullyFusedMLP suite's relative-L2 bounds), and the test
+// prints how many elements match bit for bit. (The FullyFusedMLP suite, test_fully_fused_mlp.cpp,
+// checks inference on whichever kernel runs against its rounded-storage FP64 reference.)
+// Widths 64 and 128 (the kernel's), inputs narrower / wider than the hidden layers and not
+// multiples of 64, outputs padded (5 -> 16) and wider than 16 but not the hidden width, depths 1-4, ReLU / LeakyReLU / Tanh / Sine with None / Sigmoid outputs, batches 1 .. 300001,
+// strided views; outputs poisoned with NaN first. Runs on the device machine; skips without a GPU,
+// and without a compute capability 9.0 device or sm_90a code in the build.
+#include <gtest/gtest.h>
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "cuda/fused/forward_choice.h"
+#include "cuda/fused/stream_launch.h"
+#include "testing/device_matrix.h"
+#include "tinyfuse/tinyfuse.h"
+
+using namespace tinyfuse;
+namespace fused = tinyfuse::cuda::fused;
+
+namespace {
+
+std::vector<double> download(const TensorView& t) {
+  std::vector<double> host(static_cast<size_t>(t.numel()));
+  copy_tensor(TensorView::matrix(host.data(), t.rows(), t.cols()), t);
+  return host;
+}
+void upload(const TensorView& dst, std::vector<double> host) {
+  copy_tensor(dst, dst.ndim == 1 ? TensorView::vector(host.data(), dst.numel())
+                                 : TensorView::matrix(host.data(), dst.rows(), dst.cols()));
+}
+
+double rel_l2(const std::vector<double>& got, const std::vector<double>& want) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    num += (got[i] - want[i]) * (got[i] - want[i]);
+    den += want[i] * want[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-300));
+}
+
+// The FullyFusedMLP suite's bounds (test_fully_fused_mlp.cpp says why): about 4 units of roundoff.
+double tolerance(DType p) { return p == DType::BF16 ? 1.6e-2 : 2e-3; }
+
+struct Case {
+  DType precision;
+  uint32_t in, width, hidden, out;
+  const char *act, *out_act;
+  int64_t batch;
+  bool strided;
+};
+
+std::string describe(const Case& c) {
+  return std::string(c.precision == DType::BF16 ? "bf16 " : "f16 ") + std::to_string(c.in) + "->" +
+         std::to_string(c.width) + "x" + std::to_string(c.hidden) + "->" + std::to_string(c.out) + " " + c.act + "/" +
+         c.out_act + " batch " + std::to_string(c.batch) + (c.strided ? " strided" : "");
+}
+
+class FusedWgmma : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (gpu_count() == 0) GTEST_SKIP() << "skipped: no GPU";
+    cudaDeviceProp prop{};
+    ASSERT_EQ(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
+    if (prop.major != 9 || prop.minor != 0)
+      GTEST_SKIP() << "skipped: the wgmma kernel runs on compute capability 9.0 only (this GPU is " << prop.major << "."
+                   << prop.minor << ")";
+    if (!fused::wgmma_inference_built())
+      GTEST_SKIP() << "skipped: this build holds no sm_90a code (CMAKE_CUDA_ARCHITECTURES without 90)";
+  }
+  void TearDown() override { fused::force_forward_path(fused::ForwardPath::Any); }
+
+  // Returns the number of elements that matched the mma.sync kernel bit for bit.
+  int64_t check(const Case& c, uint64_t seed) {
+    SCOPED_TRACE(describe(c));
+    const DType p = c.precision;
+    json cfg = {{"otype", "FullyFusedMLP"},  {"n_neurons", c.width},          {"n_hidden_layers", c.hidden},
+                {"activation", c.act},       {"output_activation", c.out_act}, {"precision", p == DType::BF16 ? "bf16" : "f16"}};
+    auto gpu = create_network(cfg, c.in, c.out, BuildOptions{Device::CUDA});
+    const size_t n = gpu->n_params();
+    const uint32_t W = gpu->padded_output_width();
+    Pcg32 rng(seed);
+    std::vector<float> init(n);
+    gpu->initialize_params(rng, init.data());
+    Buffer pbuf(Device::CUDA, n * dtype_size(p));
+    const TensorView pview = pbuf.vector(p, n);
+    upload(pview, std::vector<double>(init.begin(), init.end()));
+    gpu->set_params(pview, pview, {});
+
+    std::vector<double> input(static_cast<size_t>(c.batch) * c.in);
+    for (auto& x : input) x = 2 * rng.next_double() - 1;
+    tinyfuse::testing::DeviceMatrix in(p, c.batch, c.in, c.strided), out(p, c.batch, W, c.strided);
+    upload(in.view, input);
+
+    fused::force_forward_path(fused::ForwardPath::Any);
+    out.poison();
+    gpu->inference(in.view, out.view);
+    const std::vector<double> got = download(out.view);
+    out.poison();
+    gpu->inference(in.view, out.view);
+    const std::vector<double> again = download(out.view);
+    fused::force_forward_path(fused::ForwardPath::NoWgmma);
+    out.poison();
+    gpu->inference(in.view, out.view);
+    const std::vector<double> mma = download(out.view);
+    fused::force_forward_path(fused::ForwardPath::Any);
+
+    int64_t unwritten = 0, same = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      unwritten += std::isnan(got[i]) ? 1 : 0;
+      same += std::memcmp(&got[i], &mma[i], sizeof(double)) == 0 ? 1 : 0;
+    }
+    EXPECT_EQ(unwritten, 0) << "elements the wgmma kernel left unwritten (or NaN)";
+    EXPECT_EQ(std::memcmp(got.data(), again.data(), got.size() * sizeof(double)), 0) << "repeated inference differs";
+    const double tol = tolerance(p);
+    EXPECT_LE(rel_l2(got, mma), tol) << "wgmma kernel vs the mma.sync streaming kernel";
+    if (c.strided) {  // the padding columns around the strided view stay poisoned
+      fused::force_forward_path(fused::ForwardPath::Any);
+      out.poison();
+      gpu->inference(in.view, out.view);
+      const std::vector<double> whole = download(out.whole);
+      bool untouched = true;
+      for (int64_t r = 0; r < c.batch; ++r)
+        for (int64_t col : {int64_t(0), int64_t(W + 1), int64_t(W + 2)}) untouched &= std::isnan(whole[r * (W + 3) + col]);
+      EXPECT_TRUE(untouched) << "inference wrote outside the output view";
+    }
+    return same;
+  }
+};
+
+const Case kShapes[] = {
+    {DType::F16, 64, 64, 2, 64, "", "", 0, false},     // the benchmark shape
+    {DType::F16, 128, 128, 2, 128, "", "", 0, false},  // the benchmark shape
+    {DType::F16, 32, 64, 3, 5, "", "", 0, false},      // narrow input (one partial 64-column block), padded output
+    {DType::F16, 96, 128, 1, 48, "", "", 0, false},    // input over two blocks, output in 16-column pieces
+    {DType::F16, 16, 64, 4, 32, "", "", 0, false},
+    {DType::F16, 256, 64, 2, 16, "", "", 0, false},    // the widest input the streaming kernels take
+};
+
+TEST_F(FusedWgmma, MatchesTheMmaKernelAndTheReference) {
+  uint64_t seed = 1;
+  int64_t same = 0, total = 0;
+  for (DType p : {DType::F16, DType::BF16})
+    for (Case c : kShapes)
+      for (auto acts : {std::make_pair("ReLU", "None"), std::make_pair("Tanh", "Sigmoid"), std::make_pair("Sine", "None"),
+                        std::make_pair("LeakyReLU", "Sigmoid")})
+        for (int64_t batch : {1, 17, 255, 256, 257, 1000}) {
+          c.precision = p;
+          c.act = acts.first;
+          c.out_act = acts.second;
+          c.batch = batch;
+          same += check(c, seed++);
+          total += batch * ((c.out + 15) / 16 * 16);
+          if (HasFatalFailure()) return;
+        }
+  std::printf("wgmma vs mma.sync inference: %lld of %lld elements bit for bit\n", static_cast<long long>(same),
+              static_cast<long long>(total));
+}
+
+// Many tiles per warpgroup (the persistent loop and its two stages), and strided (staged) views.
+TEST_F(FusedWgmma, LargeBatchesAndStridedViews) {
+  uint64_t seed = 500;
+  for (Case c : kShapes) {
+    c.act = "ReLU";
+    c.out_act = "None";
+    c.batch = 300001;
+    check(c, seed++);
+    c.precision = DType::BF16;
+    c.act = "Tanh";
+    c.out_act = "Sigmoid";
+    c.batch = 1000;
+    c.strided = true;
+    check(c, seed++);
+  }
+}
+
+}  // namespace
