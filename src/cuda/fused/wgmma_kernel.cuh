@@ -103,25 +103,42 @@ __device__ __forceinline__ uint32_t block_row(uint32_t base, int pitch, int col0
   return base + ((lane & 7) + ((lane >> 3) & 1) * 8) * pitch + (col0 + (lane >> 4) * 8) * 2;
 }
 
+// Where lane `lane` starts in the 16-byte chunks of a warp's 16 rows of `width` columns (chunk
+// i = lane + 32 j is row i / chunks, chunk i % chunks), and how it steps: worked out once per
+// kernel, so the copies below divide by nothing.
+struct RowWalk {
+  int r0, c0, dr, dc, chunks;
+  __device__ RowWalk(int lane, int width)
+      : r0(lane / (width / 8)), c0(lane % (width / 8)), dr(32 / (width / 8)), dc(32 % (width / 8)), chunks(width / 8) {}
+};
+
 // A warp's 16 rows [row0, row0 + 16) of a (batch x width) matrix into / out of its stage; rows
 // past the batch are zero-filled on load and never stored.
-__device__ __forceinline__ void load_rows(uint32_t stage, int pitch, const uint16_t* in, int64_t ld, int width,
-                                          int64_t row0, int64_t batch, int lane) {
-  const int chunks = width / 8;
-  for (int i = lane; i < kWarpRows * chunks; i += 32) {
-    const int r = i / chunks, c = i - r * chunks;
+__device__ __forceinline__ void load_rows(uint32_t stage, int pitch, const uint16_t* in, int64_t ld, const RowWalk& w,
+                                          int64_t row0, int64_t batch) {
+  for (int r = w.r0, c = w.c0; r < kWarpRows;) {
     const int64_t row = row0 + r;
     const bool valid = row < batch;
     px::cp_async_16(stage + r * pitch + c * 16, in + (valid ? row * ld + c * 8 : 0), valid ? 16u : 0u);
+    r += w.dr;
+    c += w.dc;
+    if (c >= w.chunks) {
+      c -= w.chunks;
+      ++r;
+    }
   }
 }
-__device__ __forceinline__ void store_rows(uint32_t stage, int pitch, uint16_t* out, int64_t ld, int width,
-                                           int64_t row0, int64_t batch, int lane) {
-  const int chunks = width / 8;
-  for (int i = lane; i < kWarpRows * chunks; i += 32) {
-    const int r = i / chunks, c = i - r * chunks;
+__device__ __forceinline__ void store_rows(uint32_t stage, int pitch, uint16_t* out, int64_t ld, const RowWalk& w,
+                                           int64_t row0, int64_t batch) {
+  for (int r = w.r0, c = w.c0; r < kWarpRows;) {
     const int64_t row = row0 + r;
     if (row < batch) px::st_global_streaming_16(out + row * ld + c * 8, px::ld_shared_16(stage + r * pitch + c * 16));
+    r += w.dr;
+    c += w.dc;
+    if (c >= w.chunks) {
+      c -= w.chunks;
+      ++r;
+    }
   }
 }
 
@@ -216,13 +233,14 @@ __device__ __forceinline__ void inference_body(const KernelShape& s, const Forwa
   const uint16_t* in = static_cast<const uint16_t*>(args.input);
   uint16_t* out = static_cast<uint16_t*>(args.output);
   const int first_layer_bytes = layer_bytes(WIDTH, s.in_width), hidden_bytes = layer_bytes(WIDTH, WIDTH);
+  const RowWalk in_walk(lane, s.in_width), out_walk(lane, s.out_width);
 
   // One commit group per tile: the first two are in flight while the weights are staged.
   for (int st = 0; st < kStages; ++st) {
     const int64_t tile = first + st * step;
     if (tile < n_tiles)
-      load_rows(stages + st * stage_bytes, pitch, in, args.ld_in, s.in_width,
-                tile * kGroupRows + warp_in_group * kWarpRows, batch, lane);
+      load_rows(stages + st * stage_bytes, pitch, in, args.ld_in, in_walk, tile * kGroupRows + warp_in_group * kWarpRows,
+                batch);
     px::cp_async_commit();
   }
   stage_weights<WIDTH>(w_base, static_cast<const uint16_t*>(args.weights), s);
@@ -250,12 +268,12 @@ __device__ __forceinline__ void inference_body(const KernelShape& s, const Forwa
     __syncwarp();  // every lane's reads of the input in this stage are done before it is overwritten
     output_layer<T, WIDTH, OUT>(a, d, w, s.out_width, stage, pitch, s.out_act, lane);
     __syncwarp();
-    store_rows(stage, pitch, out, args.ld_out, s.out_width, row0, batch, lane);
+    store_rows(stage, pitch, out, args.ld_out, out_walk, row0, batch);
     __syncwarp();  // the stage is read out before the next copy into it
 
     const int64_t next = tile + kStages * step;
     if (next < n_tiles)
-      load_rows(stage, pitch, in, args.ld_in, s.in_width, next * kGroupRows + warp_in_group * kWarpRows, batch, lane);
+      load_rows(stage, pitch, in, args.ld_in, in_walk, next * kGroupRows + warp_in_group * kWarpRows, batch);
     px::cp_async_commit();
     st ^= 1;
   }
