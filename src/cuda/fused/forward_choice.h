@@ -1,7 +1,7 @@
 // Test hook: which kernels launch_forward may run. By default the Hopper wgmma kernel for
 // inference where it applies (stream_launch.h), then the mma.sync streaming kernel, then
-// fused_forward_kernel. The streaming and general kernels give the same values bit for bit, the
-// Hopper kernel the same to rounding; the tests compare them by forcing a path.
+// fused_forward_kernel. All of them give the same values bit for bit (the Hopper kernel's
+// equality is measured: test_fused_wgmma.cpp); the tests compare them by forcing a path.
 // TINYFUSE_FUSED_FORWARD in the environment (read once, at the first forward): "general" forces
 // fused_forward_kernel, "mma" leaves out the Hopper kernel. Plain C++: tests include it.
 #pragma once

@@ -22,8 +22,8 @@ bool launch_stream_forward(DType t, const FusedShape& shape, const ForwardArgs& 
 
 // Inference through the Hopper kernel (wgmma_inference.cu, wgmma_kernel.cuh): hidden width 64 or
 // 128, FP16 or BF16, on a compute capability 9.0 device in a build with sm_90a code; false,
-// launching nothing, otherwise. Same rounding points as the kernels above; the tensor cores sum
-// each product in their own order, so values agree with them to rounding (not bit for bit).
+// launching nothing, otherwise. Same rounding points as the kernels above, and on the H200 the
+// same bits (test_fused_wgmma.cpp requires it).
 bool launch_wgmma_inference(DType t, const FusedShape& shape, const ForwardArgs& args, gpuStream_t stream);
 // Whether this build holds the Hopper kernel (CMake built wgmma_inference.cu for sm_90a).
 bool wgmma_inference_built();

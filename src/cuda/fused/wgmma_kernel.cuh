@@ -15,9 +15,9 @@
 //    writes its 16 output rows back through the same stage with 16-byte streaming stores, so
 //    warps never wait for each other except inside wgmma (warpgroup-wide by definition).
 // A layer is one batch of wgmma then a wait; the block's other warpgroups keep the tensor cores
-// busy meanwhile. Same rounding points as every fused kernel (epilogue.cuh); the products are
-// summed by the tensor cores in their own order, so results match the mma.sync kernels to
-// rounding, not bit for bit (test_fused_wgmma.cpp measures both against each other).
+// busy meanwhile. Same rounding points as every fused kernel (epilogue.cuh), and the tensor
+// cores sum a 16-deep product as they do for mma.sync: the results are the mma.sync kernels'
+// bit for bit (measured on the H200 and required by test_fused_wgmma.cpp).
 #pragma once
 
 #include <cstdint>
