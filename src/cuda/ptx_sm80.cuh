@@ -27,6 +27,15 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t address) 
                : "memory");
 }
 
+// The same with every matrix transposed: lane l receives, in r[q], elements (2 (l % 4) .. +1,
+// l / 4) of matrix q (the B operand of a product with a row-major matrix read transposed).
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t address) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address)
+               : "memory");
+}
+
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900  // (declared in the host pass for sm_90-only callers)
 // The inverse of ldmatrix_x4: r[q] goes back to where ldmatrix_x4 would have read it.
 __device__ __forceinline__ void stmatrix_x4(uint32_t address, const uint32_t (&r)[4]) {

@@ -5,8 +5,12 @@
 // kernel ran. Widths 16/32/64/128; hidden activations whose derivative comes from y (ReLU,
 // LeakyReLU) or from a kept z (Tanh, Sine); outputs with (Sigmoid) and without (None) a kept z;
 // batches from 1 to several tiles per warp of the persistent grid; strided views (staged by the
-// network). Outputs are poisoned with NaN first and must come back finite. Runs on the device
-// machine; skips without a GPU. On devices below sm_80 both runs take the general kernel.
+// network). Outputs are poisoned with NaN first and must come back finite. Forcing the general
+// forward also forces fused_backward_kernel, so the backward halves compare the streaming
+// backward (stream_backward_kernel.cuh) against it too: with and without dL/dinput, with and
+// without parameter gradients (no dZ written), out_z read where the output activation keeps it.
+// Runs on the device machine; skips without a GPU. On devices below sm_80 both runs take the
+// general kernels.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -50,7 +54,7 @@ void upload(const TensorView& dst, std::vector<double> host) {
 using tinyfuse::testing::DeviceMatrix;
 
 struct Results {
-  std::vector<double> out, out_no_keep, inference, dx, grads, grads_from_ctx_without_output;
+  std::vector<double> out, out_no_keep, inference, dx, grads, grads_from_ctx_without_output, dx_without_grads;
 };
 
 struct StreamCase {
@@ -94,6 +98,9 @@ Results run(const StreamCase& s, Network& net, const TensorView& params, const T
   fill_tensor(grads, kNaN);
   net.backward(*ctx_no_out, in.view, out.view, dy.view, nullptr, false, GradientMode::Overwrite);
   r.grads_from_ctx_without_output = download(grads);
+  dx.poison();
+  net.backward(*ctx, in.view, out.view, dy.view, &dx.view, false, GradientMode::Ignore);
+  r.dx_without_grads = download(dx.view);
   return r;
 }
 
@@ -130,6 +137,7 @@ void check(const StreamCase& s, uint64_t seed) {
   EXPECT_TRUE(same_bits(got.dx, want.dx)) << "input gradient";
   EXPECT_TRUE(same_bits(got.grads, want.grads)) << "parameter gradient";
   EXPECT_TRUE(same_bits(got.grads_from_ctx_without_output, want.grads)) << "parameter gradient, forward without output";
+  EXPECT_TRUE(same_bits(got.dx_without_grads, want.dx)) << "input gradient without parameter gradients";
 }
 
 class FusedStreamForward : public ::testing::Test {
@@ -165,7 +173,8 @@ TEST_F(FusedStreamForward, KeepsWhatTheGeneralKernelKeepsBitwise) {
           }
 }
 
-// Strided (staged) views, and batches with many tiles per warp at the narrow widths (64-row tiles).
+// Strided (staged) views, batches with many tiles per warp at the narrow widths (64-row tiles),
+// and identity hidden layers.
 TEST_F(FusedStreamForward, StridedViewsAndLargeBatches) {
   uint64_t seed = 1000;
   for (StreamCase s : kShapes) {
@@ -178,6 +187,10 @@ TEST_F(FusedStreamForward, StridedViewsAndLargeBatches) {
     s.out_act = "None";
     s.batch = 300001;
     s.strided = false;
+    check(s, seed++);
+    s.act = "None";  // no saved derivative read by the backward
+    s.out_act = "Sigmoid";
+    s.batch = 1000;
     check(s, seed++);
   }
 }

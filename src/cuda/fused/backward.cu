@@ -6,6 +6,8 @@
 // In the product dY_prev (rows x in) = dZ (rows x out) * W (out x in) the weights are the B
 // operand with k = out, n = in, i.e. B[k][n] = W[k][n] read as 8x8 blocks transposed
 // (ldmatrix .trans) from the forward layout.
+// On CUDA sm_80+ launch_backward runs the streaming kernel instead where it applies
+// (stream_backward_kernel.cuh; same values, bit for bit).
 // HIP builds compile backward_hip.cuh's kernel (rocWMMA, dZ through LDS) in place of this file's
 // (mma.sync, dZ in registers); the host side below is shared.
 #include "cuda/fused/kernel_common.cuh"
@@ -13,6 +15,10 @@
 #include "cuda/fused/launch_config.h"
 #if defined(TINYFUSE_WITH_HIP)
 #include "cuda/fused/backward_hip.cuh"
+#else
+#include "cuda/fused/epilogue.cuh"
+#include "cuda/fused/forward_choice.h"
+#include "cuda/fused/stream_launch.h"
 #endif
 
 namespace tinyfuse::cuda::fused {
@@ -50,15 +56,6 @@ __device__ __forceinline__ void zero(float (&acc)[MT][NT][4]) {
     for (int n = 0; n < NT; ++n)
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[m][n][i] = 0.0f;
-}
-
-// dZ = round(dY * act'(saved)) for one fragment register (two elements of one row); dY given as
-// two floats already rounded to T.
-template <typename T>
-__device__ __forceinline__ uint32_t dz_pair(float dy0, float dy1, Activation act, uint32_t saved, bool saved_is_y) {
-  if (act == Activation::None) return pack2<T>(dy0, dy1);
-  const float2 v = unpack2<T>(saved);
-  return pack2<T>(dy0 * derivative_from_saved(act, v.x, saved_is_y), dy1 * derivative_from_saved(act, v.y, saved_is_y));
 }
 
 template <typename T, int WIDTH>
@@ -200,6 +197,11 @@ void launch_typed(const FusedShape& shape, const BackwardArgs& args, gpuStream_t
 }  // namespace
 
 void launch_backward(DType t, const FusedShape& shape, const BackwardArgs& args, gpuStream_t stream) {
+#if !defined(TINYFUSE_WITH_HIP)
+  // The streaming kernel where it applies (same values, bit for bit), unless a test forces the
+  // general kernels (forward_choice.h).
+  if (forward_path() != ForwardPath::General && launch_stream_backward(t, shape, args, stream)) return;
+#endif
   if (t == DType::F16) return launch_typed<__half>(shape, args, stream);
   if (t == DType::BF16) return launch_typed<__nv_bfloat16>(shape, args, stream);
   throw UnsupportedError("internal: fused MLP dtype " + std::to_string(static_cast<int>(t)));

@@ -33,4 +33,14 @@ __device__ __forceinline__ uint32_t z_pair(float lo, float hi) {
   return pack2<T>(round_to<T>(lo), round_to<T>(hi));
 }
 
+// The backward's dZ = round(dY * act'(saved)) for one fragment register (two elements of one
+// row), dY given as two floats already rounded to T; fused_backward_kernel and the streaming
+// backward both call it.
+template <typename T>
+__device__ __forceinline__ uint32_t dz_pair(float dy0, float dy1, Activation act, uint32_t saved, bool saved_is_y) {
+  if (act == Activation::None) return pack2<T>(dy0, dy1);
+  const float2 v = unpack2<T>(saved);
+  return pack2<T>(dy0 * derivative_from_saved(act, v.x, saved_is_y), dy1 * derivative_from_saved(act, v.y, saved_is_y));
+}
+
 }  // namespace tinyfuse::cuda::fused

@@ -3,7 +3,9 @@
 // fused_forward_kernel. All of them give the same values bit for bit (the Hopper kernel's
 // equality is measured: test_fused_wgmma.cpp); the tests compare them by forcing a path.
 // TINYFUSE_FUSED_FORWARD in the environment (read once, at the first forward): "general" forces
-// fused_forward_kernel, "mma" leaves out the Hopper kernel. Plain C++: tests include it.
+// fused_forward_kernel, "mma" leaves out the Hopper kernel. General also forces the general
+// backward (fused_backward_kernel in place of the streaming one, stream_backward_kernel.cuh), so
+// the same switch compares both directions. Plain C++: tests include it.
 #pragma once
 
 namespace tinyfuse::cuda::fused {
@@ -11,7 +13,7 @@ namespace tinyfuse::cuda::fused {
 enum class ForwardPath {
   Any,      // the fastest kernel that applies
   NoWgmma,  // the mma.sync kernels only (streaming, then general)
-  General,  // fused_forward_kernel only
+  General,  // fused_forward_kernel and fused_backward_kernel only
 };
 
 ForwardPath forward_path();

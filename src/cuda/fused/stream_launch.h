@@ -20,6 +20,12 @@ bool launch_stream_inference(DType t, const FusedShape& shape, const ForwardArgs
 // output_keeps_z say (the output may be null); kept matrices 16-byte aligned (stream_forward.cu).
 bool launch_stream_forward(DType t, const FusedShape& shape, const ForwardArgs& args, gpuStream_t stream);
 
+// Backward (stream_backward.cu, stream_backward_kernel.cuh): every dZ and dL/dinput that
+// fused_backward_kernel writes, bit for bit, where it applies (sm_80+, input and output at most
+// kStreamMaxIoWidth wide, the weights and per-warp buffers in one block's shared memory, 16-byte
+// aligned matrices); false, launching nothing, otherwise.
+bool launch_stream_backward(DType t, const FusedShape& shape, const BackwardArgs& args, gpuStream_t stream);
+
 // Inference through the Hopper kernel (wgmma_inference.cu, wgmma_kernel.cuh): hidden width 64 or
 // 128, FP16 or BF16, on a compute capability 9.0 device in a build with sm_90a code; false,
 // launching nothing, otherwise. Same rounding points as the kernels above, and on the H200 the
