@@ -22,6 +22,12 @@ git diff --quiet HEAD -- src include tests benchmarks tools || echo "(with uncom
 du -sh .devcarry
 # The programs together pass the device tool's 64 MiB carry limit: carry `.devpack` (the same files
 # xz-compressed); scripts/gpu/qualify.sh and quick_round.sh unpack it on the device.
+# PACK="tinyfuse_gpu_tests tinyfuse-bench" packs only those programs (with lib/ and commit): all
+# six passed 64 MiB compressed on 2026-12-03.
 rm -rf .devpack && mkdir -p .devpack
-tar -C .devcarry -cf - . | xz -T1 -9 > .devpack/devcarry.tar.xz  # one 64 MiB window: the programs share most bytes
+members=(.)
+if [ -n "${PACK:-}" ]; then members=(./lib ./commit); for p in $PACK; do members+=("./bin/$p"); done; fi
+tar -C .devcarry -cf - "${members[@]}" | xz -T1 -9 > .devpack/devcarry.tar.xz  # one 64 MiB window: the programs share most bytes
 du -sh .devpack
+size=$(stat -c %s .devpack/devcarry.tar.xz)
+[ "$size" -le $((64 * 1024 * 1024)) ] || echo "prepare_carry.sh: .devpack is $size bytes, over the device tool's 64 MiB carry limit: set PACK to fewer programs" >&2
