@@ -109,7 +109,8 @@ __device__ __forceinline__ uint32_t block_row(uint32_t base, int pitch, int col0
 struct RowWalk {
   int r0, c0, dr, dc, chunks;
   __device__ RowWalk(int lane, int width)
-      : r0(lane / (width / 8)), c0(lane % (width / 8)), dr(32 / (width / 8)), dc(32 % (width / 8)), chunks(width / 8) {}
+      : r0(lane / (width / 8)), c0(lane % (width / 8)), dr(kWarpSize / (width / 8)), dc(kWarpSize % (width / 8)),
+        chunks(width / 8) {}
 };
 
 // A warp's 16 rows [row0, row0 + 16) of a (batch x width) matrix into / out of its stage; rows
@@ -223,7 +224,7 @@ __device__ __forceinline__ void inference_body(const KernelShape& s, const Forwa
   constexpr int KS = WIDTH / 16;
   extern __shared__ __align__(1024) unsigned char smem[];
   const uint32_t w_base = (px::shared_address(smem) + 1023u) & ~1023u;  // the swizzle works in 1024-byte blocks
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;  // 4 warps per warpgroup
   const int groups = blockDim.x / kGroupThreads, group = warp / 4, warp_in_group = warp % 4;
   const int stage_bytes = kWarpRows * pitch;
   const uint32_t stages = w_base + all_layers_bytes(WIDTH, s) + warp * kStages * stage_bytes;
