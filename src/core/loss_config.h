@@ -14,4 +14,8 @@ const std::vector<std::string>& loss_names();  // indexed by LossKind
 // tiny-cuda-nn's default otype is RelativeL2; losses take no other keys.
 LossKind parse_loss_config(const json& config, const std::string& path = "loss");
 
+// Loss::evaluate's values are (batch, width) per element or (batch, 1) per row (loss.h); any
+// other column count is a ShapeError that names both.
+void check_loss_values_shape(const TensorView& values, int64_t batch, int64_t width);
+
 }  // namespace tinyfuse

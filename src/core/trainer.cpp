@@ -119,7 +119,10 @@ void Trainer::ensure_batch_buffers(int64_t batch, Stream) {
   };
   // All sizes first, so that a batch that cannot fit changes nothing.
   const size_t out_bytes = bytes(model_->output_dtype(), "the training batch's outputs");
-  const size_t value_bytes = bytes(loss_value_dtype(), "the training batch's loss values");
+  // Loss values per row (loss.h): their sum is the loss, and a step writes 4 (or 8) bytes of them
+  // per sample instead of that per output element.
+  const size_t value_bytes =
+      checked_bytes({batch, static_cast<int64_t>(dtype_size(loss_value_dtype()))}, "the training batch's loss values", host);
   // (Each is at most the machine's memory, so the sum cannot overflow.)
   if (host) check_host_request(2 * out_bytes + value_bytes, "the training batch's outputs, loss values and loss gradients");
   output_ = Buffer(model_->device(), out_bytes);
@@ -139,7 +142,7 @@ void Trainer::forward_backward(const TensorView& input, const TensorView& target
   const size_t width = model_->padded_output_width();
   const DType out_t = model_->output_dtype();
   TensorView output = output_.matrix(out_t, batch, width, input.stream);
-  TensorView values = loss_values_.matrix(loss_value_dtype(), batch, width, input.stream);
+  TensorView values = loss_values_.matrix(loss_value_dtype(), batch, 1, input.stream);
   TensorView grads = loss_gradients_.matrix(out_t, batch, width, input.stream);
   try {
     auto ctx = model_->forward(input, &output, false, false);

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "core/loss_config.h"
 #include "core/loss_math.h"
 #include "cpu/parallel.h"
 
@@ -26,7 +27,8 @@ class CpuLoss final : public Loss {
     const int64_t dims = target.cols();
     if (dims > width)
       throw ShapeError("target: has " + std::to_string(dims) + " columns but the prediction only " + std::to_string(width));
-    check_matrix(values, "values", batch, width, dt, Device::CPU);
+    check_loss_values_shape(values, batch, width);
+    check_matrix(values, "values", batch, values.cols() == 1 ? 1 : width, dt, Device::CPU);
     check_matrix(gradients, "gradients", batch, width, dt, Device::CPU);
     if (data_pdf) check_matrix(*data_pdf, "data_pdf", batch, dims, dt, Device::CPU);
     if (kind_ == LossKind::RelativeL2Luminance && dims < 3)
@@ -37,6 +39,7 @@ class CpuLoss final : public Loss {
     auto at = [](const TensorView& v, int64_t b, int64_t d) -> T& {
       return static_cast<T*>(v.data)[b * v.strides[0] + d * v.strides[1]];
     };
+    const bool row_values = values.cols() == 1 && width != 1;  // each row's sum (loss.h's order)
     parallel_for(batch, 2048, [&](int64_t b0, int64_t b1) {
       for (int64_t b = b0; b < b1; ++b) {
         T lum = 0;
@@ -45,17 +48,23 @@ class CpuLoss final : public Loss {
           if (dims >= 6) r += at(prediction, b, 3), g += at(prediction, b, 4), bl += at(prediction, b, 5);
           lum = loss_luminance(r, g, bl);
         }
+        T row = 0, group = 0;
         for (int64_t d = 0; d < width; ++d) {
           if (d >= dims) {
-            at(values, b, d) = T(0);
+            if (!row_values) at(values, b, d) = T(0);
             at(gradients, b, d) = T(0);
-            continue;
+          } else {
+            const T pdf = data_pdf ? at(*data_pdf, b, d) : T(1);
+            LossTerm<T> term = loss_term(kind_, at(prediction, b, d), at(target, b, d), pdf, lum);
+            if (row_values)
+              group += term.value / n;
+            else
+              at(values, b, d) = term.value / n;
+            at(gradients, b, d) = scale * term.gradient / n;
           }
-          const T pdf = data_pdf ? at(*data_pdf, b, d) : T(1);
-          LossTerm<T> term = loss_term(kind_, at(prediction, b, d), at(target, b, d), pdf, lum);
-          at(values, b, d) = term.value / n;
-          at(gradients, b, d) = scale * term.gradient / n;
+          if (d % 8 == 7 || d == width - 1) row += group, group = 0;
         }
+        if (row_values) at(values, b, 0) = row;
       }
     });
   }

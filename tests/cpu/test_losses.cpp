@@ -3,7 +3,9 @@
 // loss scaling, padded columns and data_pdf.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "testing/gradcheck.h"
 
@@ -112,6 +114,38 @@ TEST(Losses, GradientIsDerivativeOfValueForPlainLosses) {
   }
 }
 
+// Per-row values (batch, 1): each row's per-element values summed in groups of 8 columns, the
+// order loss.h fixes; in FP32 that order is checked bit for bit. Gradients are unchanged.
+TEST(Losses, PerRowValuesAreGroupedRowSums) {
+  for (std::string name : {"L2", "RelativeL2Luminance", "SMAPE"}) {
+    auto loss = create_loss({{"otype", name}});  // FP32
+    Pcg32 rng(21);
+    for (auto [dims, width] : {std::pair<int64_t, int64_t>{3, 3}, {6, 16}, {20, 24}, {64, 64}}) {
+      SCOPED_TRACE(name + " dims " + std::to_string(dims) + " width " + std::to_string(width));
+      const int64_t batch = 37;
+      std::vector<float> pred(batch * width), target(batch * dims);
+      for (auto& v : pred) v = rng.next_float() * 2 - 1;
+      for (auto& v : target) v = rng.next_float() * 2 - 1;
+      std::vector<float> values(batch * width), grads(batch * width), rows(batch, NAN), row_grads(batch * width, NAN);
+      auto pv = TensorView::matrix(pred.data(), batch, width), tv = TensorView::matrix(target.data(), batch, dims);
+      loss->evaluate(2.0f, pv, tv, TensorView::matrix(values.data(), batch, width),
+                     TensorView::matrix(grads.data(), batch, width));
+      loss->evaluate(2.0f, pv, tv, TensorView::matrix(rows.data(), batch, 1),
+                     TensorView::matrix(row_grads.data(), batch, width));
+      EXPECT_EQ(std::memcmp(grads.data(), row_grads.data(), grads.size() * sizeof(float)), 0) << "gradients";
+      for (int64_t b = 0; b < batch; ++b) {
+        float row = 0.0f;
+        for (int64_t d0 = 0; d0 < width; d0 += 8) {
+          float group = 0.0f;
+          for (int64_t d = d0; d < std::min(d0 + 8, dims); ++d) group += values[b * width + d];
+          row += group;
+        }
+        EXPECT_EQ(rows[b], row) << "row " << b;
+      }
+    }
+  }
+}
+
 TEST(Losses, RejectBadShapes) {
   auto loss = create_loss({{"otype", "L2"}});
   std::vector<float> a(64), b(64), c(64), d(64);
@@ -119,6 +153,7 @@ TEST(Losses, RejectBadShapes) {
   EXPECT_THROW(loss->evaluate(1, m(a, 4, 4), m(b, 4, 5), m(c, 4, 4), m(d, 4, 4)), ShapeError);  // target wider
   EXPECT_THROW(loss->evaluate(1, m(a, 4, 4), m(b, 3, 4), m(c, 4, 4), m(d, 4, 4)), ShapeError);  // batch differs
   EXPECT_THROW(loss->evaluate(1, m(a, 4, 4), m(b, 4, 4), m(c, 4, 3), m(d, 4, 4)), ShapeError);
+  EXPECT_THROW(loss->evaluate(1, m(a, 4, 4), m(b, 4, 4), m(c, 4, 2), m(d, 4, 4)), ShapeError);  // neither per element nor per row
   auto lum = create_loss({{"otype", "RelativeL2Luminance"}});
   EXPECT_THROW(lum->evaluate(1, m(a, 4, 2), m(b, 4, 2), m(c, 4, 2), m(d, 4, 2)), ShapeError);
   EXPECT_THROW(create_loss({{"otype", "L2"}, {"scale", 2}}), ConfigError);

@@ -253,6 +253,40 @@ TEST_F(GpuLossKernels, DenseAndStridedAgreeBitwise) {
           for (float x : general.first) non_finite += !std::isfinite(x);
           for (float x : general.second) non_finite += !std::isfinite(x);
           EXPECT_EQ(non_finite, 0u) << "every element written";
+
+          // Per-row values (the Trainer's): row_loss_kernel for the strided views, the dense
+          // kernel's per-row mode for the dense ones. Both must equal the per-element values
+          // summed in loss.h's order (groups of 8 columns) bit for bit, with the same gradients.
+          auto run_rows = [&](const TensorView& p, const TensorView& t, bool dense_outputs) {
+            const int64_t cols = dense_outputs ? width : width + 1;
+            Buffer vb(Device::CUDA, batch * 2 * 4), gb(Device::CUDA, batch * cols * dtype_size(dt));
+            TensorView v = dense_outputs ? vb.matrix(DType::F32, batch, 1) : vb.matrix(DType::F32, batch, 2).cols_slice(1, 1);
+            TensorView g = gb.matrix(dt, batch, cols);
+            if (!dense_outputs) g = g.cols_slice(1, width);
+            fill_tensor(vb.matrix(DType::F32, batch, 2), NAN);
+            fill_tensor(g, NAN);
+            loss->evaluate(dt == DType::F32 ? 1.0f : 128.0f, p, t, v, g, pdf_arg);
+            return std::make_pair(to_host(v), to_host(g));
+          };
+          const auto rows_general = run_rows(pw.matrix(dt, batch, width + 1).cols_slice(1, width),
+                                             tw.matrix(DType::F32, batch, dims + 1).cols_slice(1, dims), false);
+          const auto rows_dense = run_rows(pd.matrix(dt, batch, width), td.matrix(DType::F32, batch, dims), true);
+          std::vector<float> expected(batch);
+          for (int64_t b = 0; b < batch; ++b) {
+            float row = 0.0f;
+            for (int64_t d0 = 0; d0 < width; d0 += 8) {
+              float group = 0.0f;
+              for (int64_t d = d0; d < std::min(d0 + 8, dims); ++d) group += general.first[b * width + d];
+              row += group;
+            }
+            expected[b] = row;
+          }
+          for (const auto* got : {&rows_general, &rows_dense}) {
+            ASSERT_EQ(got->first.size(), expected.size());
+            EXPECT_EQ(std::memcmp(got->first.data(), expected.data(), expected.size() * sizeof(float)), 0) << "row values";
+            EXPECT_EQ(std::memcmp(got->second.data(), general.second.data(), general.second.size() * sizeof(float)), 0)
+                << "gradients with row values";
+          }
         }
 }
 
