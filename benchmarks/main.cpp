@@ -27,7 +27,7 @@ const char* kUsage =
     "usage: tinyfuse-bench [--device cpu|cuda] [--networks A,B] [--widths 64,128] [--batches 14,16]\n"
     "                      [--out FILE.json] [--repeats N] [--warmup N] [--quick]\n"
     "                      [--ceilings TORCH.json] [--compare TORCH.json] [--queue-runs]\n"
-    "                      [--grid-compare TORCH_GRID.json] [--skip-mlp] [--help]\n"
+    "                      [--grid-compare TORCH_GRID.json] [--skip-mlp] [--skip-encodings] [--help]\n"
     "\n"
     "Throughput of the n->n x2->n ReLU MLP, inference and training (L2 loss, Adam).\n"
     "cpu: PortableMLP and CutlassMLP against the FP32 sgemm rate of the same BLAS, measured in the same run.\n"
@@ -52,6 +52,7 @@ const char* kUsage =
     "  --grid-compare F  cuda: torch_hashgrid.py's JSON; adds PyTorch eager / compile samples/s of the same\n"
     "                    HashGrid rows and the ratios, and its copy bandwidth (when --ceilings gives none)\n"
     "  --skip-mlp        run only the encoding rows\n"
+    "  --skip-encodings  run only the MLP rows\n"
     "  --help, -h        this text\n";
 
 struct UsageError {
@@ -68,6 +69,7 @@ struct Options {
   bool quick = false;
   bool queue_runs = false;
   bool skip_mlp = false;
+  bool skip_encodings = false;
   bool help = false;
 };
 
@@ -106,7 +108,7 @@ std::vector<int> parse_int_list(const std::string& flag, const std::string& text
 Options parse_args(int argc, char** argv) {
   static const std::vector<std::string> known = {"device", "networks", "widths", "batches", "out", "repeats", "warmup",
                                                  "quick", "ceilings", "compare", "queue-runs", "help",
-                                                 "grid-compare", "skip-mlp"};
+                                                 "grid-compare", "skip-mlp", "skip-encodings"};
   Options o;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -122,9 +124,12 @@ Options parse_args(int argc, char** argv) {
       name = name.substr(0, eq);
       has_value = true;
     }
-    if (name == "quick" || name == "queue-runs" || name == "skip-mlp") {
+    if (name == "quick" || name == "queue-runs" || name == "skip-mlp" || name == "skip-encodings") {
       if (has_value) throw UsageError{"--" + name + " takes no value"};
-      (name == "quick" ? o.quick : name == "queue-runs" ? o.queue_runs : o.skip_mlp) = true;
+      (name == "quick"        ? o.quick
+       : name == "queue-runs" ? o.queue_runs
+       : name == "skip-mlp"   ? o.skip_mlp
+                              : o.skip_encodings) = true;
       continue;
     }
     bool is_known = false;
@@ -169,6 +174,8 @@ Options parse_args(int argc, char** argv) {
     if (o.queue_runs) throw UsageError{"--queue-runs is for --device cuda"};
     if (!o.grid_compare.empty()) throw UsageError{"--grid-compare is for --device cuda"};
   }
+  if (o.skip_mlp && o.skip_encodings) throw UsageError{"--skip-mlp and --skip-encodings together leave nothing to run"};
+  if (o.skip_encodings && !o.grid_compare.empty()) throw UsageError{"--grid-compare compares encoding rows: drop --skip-encodings"};
   return o;
 }
 
@@ -334,13 +341,15 @@ int run(const Options& o) {
       return 1;
     }
   }
-  std::cerr << "[encodings] HashGrid 2D / 3D, 16 levels x 2 features, forward and forward+backward ...\n";
+  if (!o.skip_encodings) {
+    std::cerr << "[encodings] HashGrid 2D / 3D, 16 levels x 2 features, forward and forward+backward ...\n";
 #ifdef TINYFUSE_BENCH_CUDA
-  if (gpu)
-    encodings = tb::run_gpu_encoding_benchmarks(r.plan, r.batches);
-  else
+    if (gpu)
+      encodings = tb::run_gpu_encoding_benchmarks(r.plan, r.batches);
+    else
 #endif
-    encodings = tb::run_encoding_benchmarks(device, r.plan, r.batches);
+      encodings = tb::run_encoding_benchmarks(device, r.plan, r.batches);
+  }
   for (const auto& e : encodings) all_ok = all_ok && e.ok;
   const double copy_bw = r.ceilings ? r.ceilings->copy_bytes_per_s : torch_grid ? torch_grid->copy_bytes_per_s : 0;
 

@@ -382,7 +382,7 @@ TEST_F(FullyFusedMlp, LargeBatch) {
 }
 
 // Deep and wide enough that the weights do not all fit in shared memory at once: the kernels
-// restage them layer by layer.
+// restage them layer by layer. Nine layers also take two weight-gradient launches (eight, then one).
 TEST_F(FullyFusedMlp, WeightsStagedLayerByLayer) {
   check_case({DType::F16, {128, 128, 8, 16}, "SiLU", "None", 1000, false, 5});
   // Eight ReLU layers put 1024 kink pre-activations in every row: at kKinkMargin nearly every

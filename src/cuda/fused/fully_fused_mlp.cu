@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "core/mlp_base.h"
 #include "cuda/common.cuh"
@@ -141,11 +142,17 @@ class FullyFusedMlp final : public MlpBase {
     const bool param_grads = mode != GradientMode::Ignore;
     if (!param_grads && !dL_dinput) return;
 
-    // Scratch: every layer's dZ, and the weight-gradient partial sums (reused layer by layer).
+    // Scratch: every layer's dZ, and the weight-gradient partial sums of one launch's layers
+    // (fused::kWeightGradLayersPerLaunch at a time; reused launch by launch).
     const size_t w = spec_.n_neurons, out = spec_.padded_output_width;
+    std::vector<fused::WeightGradLayer> grads(layers_.size());
+    for (size_t li = 0; li < layers_.size(); ++li) {
+      grads[li].rows = static_cast<int>(layers_[li].out);
+      grads[li].cols = static_cast<int>(layers_[li].in);
+    }
     size_t partial_floats = 0;
-    for (const Layer& l : layers_)
-      partial_floats = std::max(partial_floats, fused::weight_grad_partial_floats(batch, l.out, l.in));
+    for (size_t first = 0; first < grads.size(); first += fused::kWeightGradLayersPerLaunch)
+      partial_floats = std::max(partial_floats, fused::weight_grad_partial_floats(batch, &grads[first], launch_layers(first)));
     const size_t dz_bytes = param_grads ? round_up((spec_.n_hidden_layers * w + out) * batch * sizeof(T)) : 0;
     const size_t partial_bytes = param_grads ? round_up(partial_floats * sizeof(float)) : 0;
     Buffer scratch = Buffer::on_stream(Device::CUDA, std::max<size_t>(1, dz_bytes + partial_bytes), input.stream);
@@ -171,19 +178,26 @@ class FullyFusedMlp final : public MlpBase {
 
     if (!param_grads) return;
     const Staged x0 = stage(input, true, s);
-    const bool accumulate = mode == GradientMode::Accumulate;
     for (size_t li = 0; li < layers_.size(); ++li) {
-      const Layer& l = layers_[li];
-      const void* x = li == 0 ? x0.data : static_cast<const void*>(ctx->hidden_y + (li - 1) * batch * w);
-      const int64_t ld_x = li == 0 ? x0.ld : static_cast<int64_t>(w);
-      const T* dz_l = dz + li * batch * w;  // the output layer's dZ follows the hidden ones
-      fused::launch_weight_gradient(kDType, batch, dz_l, l.out, l.out, x, ld_x, l.in, partial,
-                                    gradients_ + l.weight_offset, accumulate, s);
+      fused::WeightGradLayer& g = grads[li];
+      g.dz = dz + li * batch * w;  // the output layer's dZ follows the hidden ones
+      g.ld_dz = g.rows;
+      g.x = li == 0 ? x0.data : static_cast<const void*>(ctx->hidden_y + (li - 1) * batch * w);
+      g.ld_x = li == 0 ? x0.ld : static_cast<int64_t>(w);
+      g.grad = gradients_ + layers_[li].weight_offset;
     }
+    for (size_t first = 0; first < grads.size(); first += fused::kWeightGradLayersPerLaunch)
+      fused::launch_weight_gradients(kDType, batch, &grads[first], launch_layers(first), partial,
+                                     mode == GradientMode::Accumulate, s);
   }
 
  private:
   static constexpr DType kDType = gpu_dtype_of<T>::value;
+
+  // Layers in the weight-gradient launch that starts at layer `first`.
+  int launch_layers(size_t first) const {
+    return static_cast<int>(std::min<size_t>(fused::kWeightGradLayersPerLaunch, layers_.size() - first));
+  }
 
   void check_io(const TensorView& input, const TensorView* output) const {
     if (!params_) throw Error(name() + ": no parameters set; call set_params() (or use a Trainer) first");

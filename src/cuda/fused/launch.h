@@ -67,12 +67,24 @@ struct BackwardArgs {
 void launch_forward(DType t, const FusedShape& shape, const ForwardArgs& args, gpuStream_t stream);
 void launch_backward(DType t, const FusedShape& shape, const BackwardArgs& args, gpuStream_t stream);
 
-// Weight gradient of one layer: grad (rows x cols, row-major, T) = [grad +] dz^T x, summed over
-// the batch in FP32 in an order fixed by the batch size (bitwise repeatable; no atomics).
-// dz is (batch x rows), x (batch x cols); partial must hold weight_grad_partial_floats() floats.
-size_t weight_grad_partial_floats(int64_t batch, int rows, int cols);
-void launch_weight_gradient(DType t, int64_t batch, const void* dz, int64_t ld_dz, int rows, const void* x,
-                            int64_t ld_x, int cols, float* partial, void* grad, bool accumulate, gpuStream_t stream);
+// Weight gradients: for each layer, grad (rows x cols, row-major, T) = [grad +] dz^T x summed
+// over the batch in FP32, in an order fixed by the batch size (bitwise repeatable; no atomics).
+// dz is (batch x rows), x (batch x cols). Up to kWeightGradLayersPerLaunch layers go through one
+// partial-product launch and one reduction; partial must hold weight_grad_partial_floats() floats
+// for the layers of one launch (at most the bytes of their dz, for cols <= 128).
+struct WeightGradLayer {
+  const void* dz = nullptr;
+  int64_t ld_dz = 0;
+  int rows = 0;
+  const void* x = nullptr;
+  int64_t ld_x = 0;
+  int cols = 0;
+  void* grad = nullptr;
+};
+constexpr int kWeightGradLayersPerLaunch = 8;
+size_t weight_grad_partial_floats(int64_t batch, const WeightGradLayer* layers, int n);
+void launch_weight_gradients(DType t, int64_t batch, const WeightGradLayer* layers, int n, float* partial,
+                             bool accumulate, gpuStream_t stream);
 
 // Checks at construction that this device can run the shape (sm_75+, sm_80+ for BF16; one
 // layer's weights fit in shared memory); throws ConfigError / UnsupportedError naming what works.

@@ -5,8 +5,10 @@
 // so inside the fused kernel every block would need its own out x in FP32 partial (or atomics,
 // which are not deterministic). Here the batch is cut into chunks fixed by the batch size alone;
 // one block per (64 x 64 tile of dW, chunk) multiplies on tensor cores (FP16/BF16 operands,
-// FP32 accumulators) into an FP32 partial, and a second kernel adds the chunks in order: the
-// result is bitwise repeatable, and the only rounding to T is the final one.
+// FP32 accumulators) into an FP32 partial, and a second kernel adds the chunks in an order fixed
+// by their count: the result is bitwise repeatable, and the only rounding to T is the final one.
+// The layers of a backward share the two launches (up to kWeightGradLayersPerLaunch at a time):
+// one grid over every layer's tiles, one reduction over every layer's elements.
 //
 // Operands from the row-major (batch x features) matrices, both through ldmatrix .trans:
 //   A (m = out, k = batch row) = dZ^T: stored rows are k, 8 consecutive m per 16 bytes;
@@ -40,6 +42,38 @@ Split split_batch(int64_t batch) {
   int64_t rows = std::max<int64_t>(kMinChunkRows, (batch + kMaxChunks - 1) / kMaxChunks);
   rows = (rows + kStepRows - 1) / kStepRows * kStepRows;
   return {rows, std::max<int64_t>(1, (batch + rows - 1) / rows)};
+}
+
+// The layers of one launch, as the kernels get them (by value): layer l owns the tiles
+// [tile_begin[l], tile_begin[l + 1]) of the partial grid's x dimension and the elements
+// [elem_begin[l], elem_begin[l + 1]) of the reduction; its partials start at partial_begin[l].
+struct LayerSet {
+  WeightGradLayer layer[kWeightGradLayersPerLaunch];
+  int64_t tile_begin[kWeightGradLayersPerLaunch + 1];
+  int64_t elem_begin[kWeightGradLayersPerLaunch + 1];
+  int64_t partial_begin[kWeightGradLayersPerLaunch];
+  int n;
+};
+
+// The layer whose range [begin[l], begin[l + 1]) holds i (n is small: a scan).
+__device__ __forceinline__ int layer_of(const int64_t (&begin)[kWeightGradLayersPerLaunch + 1], int n, int64_t i) {
+  int l = 0;
+  while (l + 1 < n && i >= begin[l + 1]) ++l;
+  return l;
+}
+
+// A block's 64 x 64 tile of dW: its layer and the tile's first row and column.
+struct BlockTile {
+  WeightGradLayer layer;
+  int m0, n0;
+  float* partial;  // the layer's partials, [chunk][rows][cols]
+};
+__device__ __forceinline__ BlockTile block_tile(const LayerSet& set, float* partial) {
+  const int l = layer_of(set.tile_begin, set.n, blockIdx.x);
+  const WeightGradLayer& layer = set.layer[l];
+  const int tiles_n = (layer.cols + kTile - 1) / kTile;
+  const int local = static_cast<int>(blockIdx.x - set.tile_begin[l]);
+  return {layer, (local / tiles_n) * kTile, (local % tiles_n) * kTile, partial + set.partial_begin[l]};
 }
 
 // One 32 x 64 slab of a row-major matrix into shared memory; zero outside rows [.., row_end)
@@ -104,13 +138,17 @@ __device__ __forceinline__ void slab_products(float (&acc)[2][4][4], const T (*s
 // sm_75 they are staged synchronously. Same products in the same order either way.
 template <typename T>
 __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize)
-    weight_grad_partial_kernel(int64_t batch, const T* dz, int64_t ld_dz, int rows, const T* x, int64_t ld_x, int cols,
-                               int64_t chunk_rows, float* partial) {
+    weight_grad_partial_kernel(int64_t batch, LayerSet set, int64_t chunk_rows, float* partials) {
   static_assert(kWarpsPerBlock == 4, "a block is 2 x 2 warps of 32 x 32");
   __shared__ __align__(16) T s_dz[kPipe][kStepRows][kStride];
   __shared__ __align__(16) T s_x[kPipe][kStepRows][kStride];
-  const int m0 = blockIdx.y * kTile, n0 = blockIdx.x * kTile;
-  const int64_t chunk = blockIdx.z;
+  const BlockTile bt = block_tile(set, partials);
+  const T* dz = static_cast<const T*>(bt.layer.dz);
+  const T* x = static_cast<const T*>(bt.layer.x);
+  const int64_t ld_dz = bt.layer.ld_dz, ld_x = bt.layer.ld_x;
+  const int rows = bt.layer.rows, cols = bt.layer.cols, m0 = bt.m0, n0 = bt.n0;
+  float* partial = bt.partial;
+  const int64_t chunk = blockIdx.y;
   const int64_t r_begin = chunk * chunk_rows, r_end = std::min(batch, r_begin + chunk_rows);
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int wm = (warp / 2) * kWarpTile, wn = (warp % 2) * kWarpTile;  // within the block tile
@@ -190,12 +228,16 @@ static_assert(kPartialThreads <= 1024, "one block per dW tile");
 
 template <typename T>
 __global__ void __launch_bounds__(kPartialThreads)
-    weight_grad_partial_kernel(int64_t batch, const T* dz, int64_t ld_dz, int rows, const T* x, int64_t ld_x, int cols,
-                               int64_t chunk_rows, float* partial) {
+    weight_grad_partial_kernel(int64_t batch, LayerSet set, int64_t chunk_rows, float* partials) {
   __shared__ __align__(16) T s_dz[kStepRows][kStride];
   __shared__ __align__(16) T s_x[kStepRows][kStride];
-  const int m0 = blockIdx.y * kTile, n0 = blockIdx.x * kTile;
-  const int64_t chunk = blockIdx.z;
+  const BlockTile bt = block_tile(set, partials);
+  const T* dz = static_cast<const T*>(bt.layer.dz);
+  const T* x = static_cast<const T*>(bt.layer.x);
+  const int64_t ld_dz = bt.layer.ld_dz, ld_x = bt.layer.ld_x;
+  const int rows = bt.layer.rows, cols = bt.layer.cols, m0 = bt.m0, n0 = bt.n0;
+  float* partial = bt.partial;
+  const int64_t chunk = blockIdx.y;
   const int64_t r_begin = chunk * chunk_rows, r_end = std::min(batch, r_begin + chunk_rows);
   const int pm = (threadIdx.x / (kTile / kPiece)) * kPiece, pn = (threadIdx.x % (kTile / kPiece)) * kPiece;
 
@@ -231,60 +273,97 @@ __global__ void __launch_bounds__(kPartialThreads)
 
 #endif  // TINYFUSE_WITH_HIP
 
-// grad[e] = [grad[e] +] sum over chunks of partial[chunk][e], chunks in order. The loads of
-// kReduceBatch chunks are issued before their sums (in the same order), so a thread keeps that
-// many loads in flight; small blocks spread the few thousand threads over many SMs.
-constexpr int kReduceBatch = 16;
-constexpr int kReduceThreads = 64;
+// grad[e] = [grad +] the sum over chunks of partial[chunk][e], for every element of every layer.
+// Latency-bound (a few thousand elements, hundreds of chunks each), so each element's chunks are
+// cut into kReduceSlices runs of consecutive chunks, one thread per run (its loads issued
+// kReduceBatch at a time); the runs' sums meet in shared memory and are added in run order. The
+// order depends on the chunk count alone: bitwise repeatable.
+constexpr int kReduceBatch = 8;
+constexpr int kReduceElems = 32;  // elements per block (threadIdx.x: a warp reads 128 bytes)
+constexpr int kReduceSlices = 8;  // runs of chunks per element (threadIdx.y)
 
 template <typename T>
-__global__ void weight_grad_reduce_kernel(int64_t chunks, int64_t elems, const float* partial, T* grad, bool accumulate) {
-  const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (e >= elems) return;
+__global__ void __launch_bounds__(kReduceElems* kReduceSlices)
+    weight_grad_reduce_kernel(int64_t chunks, LayerSet set, const float* partials, bool accumulate) {
+  __shared__ float run_sums[kReduceSlices][kReduceElems];
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * kReduceElems + threadIdx.x;
+  const bool valid = i < set.elem_begin[set.n];
+  const int l = layer_of(set.elem_begin, set.n, valid ? i : 0);
+  const int64_t elems = static_cast<int64_t>(set.layer[l].rows) * set.layer[l].cols, e = i - set.elem_begin[l];
+  const float* partial = partials + set.partial_begin[l];
+  const int64_t per_run = (chunks + kReduceSlices - 1) / kReduceSlices;
+  const int64_t c_begin = threadIdx.y * per_run, c_end = c_begin + per_run < chunks ? c_begin + per_run : chunks;
   float s = 0.0f;
-  int64_t c = 0;
-  for (; c + kReduceBatch <= chunks; c += kReduceBatch) {
-    float v[kReduceBatch];
+  if (valid) {
+    int64_t c = c_begin;
+    for (; c + kReduceBatch <= c_end; c += kReduceBatch) {
+      float v[kReduceBatch];
 #pragma unroll
-    for (int i = 0; i < kReduceBatch; ++i) v[i] = partial[(c + i) * elems + e];
+      for (int k = 0; k < kReduceBatch; ++k) v[k] = partial[(c + k) * elems + e];
 #pragma unroll
-    for (int i = 0; i < kReduceBatch; ++i) s += v[i];
+      for (int k = 0; k < kReduceBatch; ++k) s += v[k];
+    }
+    for (; c < c_end; ++c) s += partial[c * elems + e];
   }
-  for (; c < chunks; ++c) s += partial[c * elems + e];
-  grad[e] = from_float<T>(accumulate ? to_float(grad[e]) + s : s);
+  run_sums[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  if (!valid || threadIdx.y != 0) return;
+  float total = 0.0f;
+#pragma unroll
+  for (int r = 0; r < kReduceSlices; ++r) total += run_sums[r][threadIdx.x];
+  T* grad = static_cast<T*>(set.layer[l].grad);
+  grad[e] = from_float<T>(accumulate ? to_float(grad[e]) + total : total);
+}
+
+LayerSet layer_set(int64_t chunks, const WeightGradLayer* layers, int n) {
+  LayerSet set{};
+  set.n = n;
+  int64_t tiles = 0, elems = 0;
+  for (int l = 0; l < n; ++l) {
+    set.layer[l] = layers[l];
+    set.tile_begin[l] = tiles;
+    set.elem_begin[l] = elems;
+    set.partial_begin[l] = chunks * elems;
+    tiles += static_cast<int64_t>((layers[l].rows + kTile - 1) / kTile) * ((layers[l].cols + kTile - 1) / kTile);
+    elems += static_cast<int64_t>(layers[l].rows) * layers[l].cols;
+  }
+  set.tile_begin[n] = tiles;
+  set.elem_begin[n] = elems;
+  return set;
 }
 
 template <typename T>
-void launch_typed(int64_t batch, const void* dz, int64_t ld_dz, int rows, const void* x, int64_t ld_x, int cols,
-                  float* partial, void* grad, bool accumulate, gpuStream_t stream) {
+void launch_typed(int64_t batch, const WeightGradLayer* layers, int n, float* partial, bool accumulate, gpuStream_t stream) {
   const Split split = split_batch(batch);
-  const dim3 grid((cols + kTile - 1) / kTile, (rows + kTile - 1) / kTile, static_cast<unsigned>(split.chunks));
+  const LayerSet set = layer_set(split.chunks, layers, n);
+  const dim3 grid(static_cast<unsigned>(set.tile_begin[n]), static_cast<unsigned>(split.chunks));
 #if !defined(TINYFUSE_WITH_HIP)
-  weight_grad_partial_kernel<T><<<grid, kWarpsPerBlock * kWarpSize, 0, stream>>>(
-      batch, static_cast<const T*>(dz), ld_dz, rows, static_cast<const T*>(x), ld_x, cols, split.chunk_rows, partial);
+  weight_grad_partial_kernel<T><<<grid, kWarpsPerBlock * kWarpSize, 0, stream>>>(batch, set, split.chunk_rows, partial);
 #else
-  weight_grad_partial_kernel<T><<<grid, kPartialThreads, 0, stream>>>(
-      batch, static_cast<const T*>(dz), ld_dz, rows, static_cast<const T*>(x), ld_x, cols, split.chunk_rows, partial);
+  weight_grad_partial_kernel<T><<<grid, kPartialThreads, 0, stream>>>(batch, set, split.chunk_rows, partial);
 #endif
   TF_GPU_CHECK_LAUNCH("weight_grad_partial_kernel");
-  const int64_t elems = static_cast<int64_t>(rows) * cols;
-  weight_grad_reduce_kernel<T><<<static_cast<unsigned>((elems + kReduceThreads - 1) / kReduceThreads), kReduceThreads, 0,
-                                 stream>>>(split.chunks, elems, partial, static_cast<T*>(grad), accumulate);
+  const int64_t elems = set.elem_begin[n];
+  weight_grad_reduce_kernel<T><<<static_cast<unsigned>((elems + kReduceElems - 1) / kReduceElems),
+                                 dim3(kReduceElems, kReduceSlices), 0, stream>>>(split.chunks, set, partial, accumulate);
   TF_GPU_CHECK_LAUNCH("weight_grad_reduce_kernel");
 }
 
 }  // namespace
 
-size_t weight_grad_partial_floats(int64_t batch, int rows, int cols) {
-  return static_cast<size_t>(split_batch(batch).chunks) * rows * cols;
+size_t weight_grad_partial_floats(int64_t batch, const WeightGradLayer* layers, int n) {
+  size_t elems = 0;
+  for (int l = 0; l < n; ++l) elems += static_cast<size_t>(layers[l].rows) * layers[l].cols;
+  return static_cast<size_t>(split_batch(batch).chunks) * elems;
 }
 
-void launch_weight_gradient(DType t, int64_t batch, const void* dz, int64_t ld_dz, int rows, const void* x,
-                            int64_t ld_x, int cols, float* partial, void* grad, bool accumulate, gpuStream_t stream) {
+void launch_weight_gradients(DType t, int64_t batch, const WeightGradLayer* layers, int n, float* partial,
+                             bool accumulate, gpuStream_t stream) {
   if (batch <= 0) throw UnsupportedError("internal: weight gradient of an empty batch");
-  if (t == DType::F16) return launch_typed<__half>(batch, dz, ld_dz, rows, x, ld_x, cols, partial, grad, accumulate, stream);
-  if (t == DType::BF16)
-    return launch_typed<__nv_bfloat16>(batch, dz, ld_dz, rows, x, ld_x, cols, partial, grad, accumulate, stream);
+  if (n < 1 || n > kWeightGradLayersPerLaunch)
+    throw UnsupportedError("internal: " + std::to_string(n) + " layers in one weight-gradient launch");
+  if (t == DType::F16) return launch_typed<__half>(batch, layers, n, partial, accumulate, stream);
+  if (t == DType::BF16) return launch_typed<__nv_bfloat16>(batch, layers, n, partial, accumulate, stream);
   throw UnsupportedError("internal: fused MLP dtype " + to_string(t));
 }
 
