@@ -94,72 +94,91 @@ struct alignas(16) Pack8 {
 };
 
 // The dense path (the Trainer's buffers: rows of a multiple of 8 elements, 16-byte aligned): each
-// thread takes 8 consecutive columns of a row, so the 2-D block needs no division and every
-// access is a 16-byte vector. The per-element arithmetic is loss_kernel's, so both paths give the
-// same bits (tests/gpu/test_gpu_losses_optimizers.cpp, GpuLossKernels).
+// thread takes 8 consecutive columns of kDenseRows rows, so the 2-D block needs no division and
+// every access is a 16-byte vector; all kDenseRows rows' loads are issued before any arithmetic
+// (one row per thread left the kernel waiting on memory latency: 2.1 TB/s on the H200). The
+// per-element arithmetic is loss_kernel's, so both paths give the same bits
+// (tests/gpu/test_gpu_losses_optimizers.cpp, GpuLossKernels).
 // kRowValues: values are per row (the launcher only picks this for rows of at most 32 groups, so
-// each thread holds one group): the threads of a row put their group's sum in shared memory and
-// the row's first thread adds them in order, as row_loss_kernel does. The loop over rows is
-// block-uniform for the barriers.
+// each thread holds one group of each of its rows): the threads of a row put their group's sum in
+// shared memory and the row's first thread adds them in order, as row_loss_kernel does. The loop
+// over rows is block-uniform for the barriers.
+constexpr int kDenseRows = 4;
+
 template <typename P, bool kVectorTarget, bool kRowValues>
 __global__ void dense_loss_kernel(LossKind kind, int64_t batch, int width, int dims, float n, float scale,
                                   const P* __restrict__ prediction, int64_t prediction_rs,
                                   Strided<const float> target, float* __restrict__ values, int64_t values_rs,
                                   P* __restrict__ gradients, int64_t gradients_rs, Strided<const float> pdf,
                                   bool has_pdf) {
-  __shared__ float group_sums[kRowValues ? kThreadsPerBlock : 1];
+  __shared__ float group_sums[kRowValues ? kThreadsPerBlock * kDenseRows : 1];
   const int groups = width / 8;
-  for (int64_t base = static_cast<int64_t>(blockIdx.x) * blockDim.y; base < batch;
-       base += static_cast<int64_t>(gridDim.x) * blockDim.y) {
-    const int64_t b = base + threadIdx.y;
-    const bool row_in_batch = b < batch;
-    const P* prow = prediction + b * prediction_rs;
-    float lum = 0.0f;
-    if (row_in_batch && kind == LossKind::RelativeL2Luminance) {
-      float r = to_float(prow[0]), g = to_float(prow[1]), bl = to_float(prow[2]);
-      if (dims >= 6) r += to_float(prow[3]), g += to_float(prow[4]), bl += to_float(prow[5]);
-      lum = loss_luminance(r, g, bl);
-    }
-    for (int group = threadIdx.x; row_in_batch && group < groups; group += blockDim.x) {
+  const int64_t rows_per_block = static_cast<int64_t>(blockDim.y) * kDenseRows;
+  for (int64_t base = static_cast<int64_t>(blockIdx.x) * rows_per_block; base < batch;
+       base += static_cast<int64_t>(gridDim.x) * rows_per_block) {
+    for (int group = threadIdx.x; group < groups; group += blockDim.x) {
       const int d0 = group * 8;
-      const Pack8<P> p = *reinterpret_cast<const Pack8<P>*>(prow + d0);
-      float t[8];
-      if (kVectorTarget && d0 + 8 <= dims) {
-        const Pack8<float> tv = *reinterpret_cast<const Pack8<float>*>(target.data + b * target.row_stride + d0);
+      Pack8<P> p[kDenseRows];
+      float t[kDenseRows][8];
 #pragma unroll
-        for (int k = 0; k < 8; ++k) t[k] = tv.v[k];
-      } else {
+      for (int r = 0; r < kDenseRows; ++r) {  // the loads of every row first
+        const int64_t b = base + threadIdx.y + r * blockDim.y;
+        if (b >= batch) continue;
+        p[r] = *reinterpret_cast<const Pack8<P>*>(prediction + b * prediction_rs + d0);
+        if (kVectorTarget && d0 + 8 <= dims) {
+          const Pack8<float> tv = *reinterpret_cast<const Pack8<float>*>(target.data + b * target.row_stride + d0);
 #pragma unroll
-        for (int k = 0; k < 8; ++k) t[k] = d0 + k < dims ? target(b, d0 + k) : 0.0f;
-      }
-      Pack8<float> v;
-      Pack8<P> g;
-      float group_sum = 0.0f;
+          for (int k = 0; k < 8; ++k) t[r][k] = tv.v[k];
+        } else {
 #pragma unroll
-      for (int k = 0; k < 8; ++k) {
-        const int d = d0 + k;
-        if (d >= dims) {
-          v.v[k] = 0.0f;
-          g.v[k] = from_float<P>(0.0f);
-          continue;
+          for (int k = 0; k < 8; ++k) t[r][k] = d0 + k < dims ? target(b, d0 + k) : 0.0f;
         }
-        const LossTerm<float> term = loss_term(kind, to_float(p.v[k]), t[k], has_pdf ? pdf(b, d) : 1.0f, lum);
-        v.v[k] = term.value / n;
-        group_sum += v.v[k];
-        g.v[k] = from_float<P>(scale * term.gradient / n);
       }
-      if constexpr (kRowValues)
-        group_sums[threadIdx.y * blockDim.x + group] = group_sum;
-      else
-        *reinterpret_cast<Pack8<float>*>(values + b * values_rs + d0) = v;
-      *reinterpret_cast<Pack8<P>*>(gradients + b * gradients_rs + d0) = g;
+#pragma unroll
+      for (int r = 0; r < kDenseRows; ++r) {
+        const int64_t b = base + threadIdx.y + r * blockDim.y;
+        if (b >= batch) continue;
+        float lum = 0.0f;
+        if (kind == LossKind::RelativeL2Luminance) {
+          const P* prow = prediction + b * prediction_rs;
+          float red = to_float(prow[0]), green = to_float(prow[1]), blue = to_float(prow[2]);
+          if (dims >= 6) red += to_float(prow[3]), green += to_float(prow[4]), blue += to_float(prow[5]);
+          lum = loss_luminance(red, green, blue);
+        }
+        Pack8<float> v;
+        Pack8<P> g;
+        float group_sum = 0.0f;
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+          const int d = d0 + k;
+          if (d >= dims) {
+            v.v[k] = 0.0f;
+            g.v[k] = from_float<P>(0.0f);
+            continue;
+          }
+          const LossTerm<float> term = loss_term(kind, to_float(p[r].v[k]), t[r][k], has_pdf ? pdf(b, d) : 1.0f, lum);
+          v.v[k] = term.value / n;
+          group_sum += v.v[k];
+          g.v[k] = from_float<P>(scale * term.gradient / n);
+        }
+        if constexpr (kRowValues)
+          group_sums[(r * blockDim.y + threadIdx.y) * blockDim.x + group] = group_sum;
+        else
+          *reinterpret_cast<Pack8<float>*>(values + b * values_rs + d0) = v;
+        *reinterpret_cast<Pack8<P>*>(gradients + b * gradients_rs + d0) = g;
+      }
     }
     if constexpr (kRowValues) {
       __syncthreads();
-      if (row_in_batch && threadIdx.x == 0) {
-        float row = 0.0f;
-        for (int group = 0; group < groups; ++group) row += group_sums[threadIdx.y * blockDim.x + group];
-        values[b * values_rs] = row;
+      if (threadIdx.x == 0) {
+        for (int r = 0; r < kDenseRows; ++r) {
+          const int64_t b = base + threadIdx.y + r * blockDim.y;
+          if (b >= batch) break;
+          const float* sums = group_sums + (r * blockDim.y + threadIdx.y) * blockDim.x;
+          float row = 0.0f;
+          for (int group = 0; group < groups; ++group) row += sums[group];
+          values[b * values_rs] = row;
+        }
       }
       __syncthreads();  // the sums are read before the next rows overwrite them
     }
@@ -189,7 +208,8 @@ void launch_loss(LossKind kind, float loss_scale, const TensorView& prediction, 
                      (row_values ? groups <= 32 : dense_rows(values));
   if (dense) {
     const int bx = groups < 32 ? static_cast<int>(groups) : 32, by = kThreadsPerBlock / bx;
-    const int64_t blocks = std::min<int64_t>((batch + by - 1) / by, 1 << 20);
+    const int64_t rows_per_block = static_cast<int64_t>(by) * kDenseRows;
+    const int64_t blocks = std::min<int64_t>((batch + rows_per_block - 1) / rows_per_block, 1 << 20);
     const bool vector_target = target.strides[1] == 1 && target.strides[0] % 4 == 0 && aligned16(target.data);
     auto kernel = row_values ? (vector_target ? dense_loss_kernel<P, true, true> : dense_loss_kernel<P, false, true>)
                              : (vector_target ? dense_loss_kernel<P, true, false> : dense_loss_kernel<P, false, false>);

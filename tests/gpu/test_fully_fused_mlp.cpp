@@ -327,10 +327,22 @@ void check_case(const Case& c) {
   EXPECT_EQ(sum_tensor(gview), 7.0 * n) << "GradientMode::Ignore wrote gradients";
   EXPECT_TRUE(bitwise_equal(download(dx.view), got_dx)) << "input gradient with GradientMode::Ignore";
 
-  // Overwrite without an input gradient.
+  // Overwrite without an input gradient. Where the backward forms the weight gradients inside
+  // the streaming kernel (64 wide ReLU shapes, stream_launch.h) their sums run in another order
+  // than with dL/dinput, so: against the reference, and repeatable bit for bit.
+  // (FusedStreamForward / FusedWeightGrads compare the two paths directly.)
   fill_tensor(gview, kNaN);
   gpu->backward(*ctx, in.view, out.view, dy.view, nullptr, false, GradientMode::Overwrite);
-  EXPECT_TRUE(bitwise_equal(download(gview), got_grads)) << "parameter gradient without dL_dinput";
+  const std::vector<double> grads_no_dx = download(gview);
+  EXPECT_LE(rel_l2(grads_no_dx, ref_grads), tol) << "parameter gradient without dL_dinput";
+  for (const auto& seg : gpu->param_segments()) {
+    std::vector<double> g(grads_no_dx.begin() + seg.offset, grads_no_dx.begin() + seg.offset + seg.count);
+    std::vector<double> r(ref_grads.begin() + seg.offset, ref_grads.begin() + seg.offset + seg.count);
+    EXPECT_LE(rel_l2(g, r), tol) << "weight gradient without dL_dinput, layer at " << seg.offset;
+  }
+  fill_tensor(gview, kNaN);
+  gpu->backward(*ctx, in.view, out.view, dy.view, nullptr, false, GradientMode::Overwrite);
+  EXPECT_TRUE(bitwise_equal(download(gview), grads_no_dx)) << "repeated parameter gradient without dL_dinput differs";
 }
 
 const std::string kActivations[] = {"ReLU", "Tanh",     "Sigmoid",    "None",     "Sine",

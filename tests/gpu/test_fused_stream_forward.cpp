@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -123,6 +124,8 @@ void check(const StreamCase& s, uint64_t seed) {
   upload(pview, host_params);
 
   const bool was_forced = tinyfuse::cuda::fused::general_forward_forced();
+  const bool fused_dw = tinyfuse::cuda::fused::fused_weight_grads();
+  tinyfuse::cuda::fused::force_fused_weight_grads(false);  // bitwise needs weight_grad.cu's order (FusedWeightGrads below)
   tinyfuse::cuda::fused::force_general_forward(true);
   const Results want = run(s, *net, pview, gview, input, dout);
   // The mma.sync streaming kernels (the Hopper wgmma inference kernel matches to rounding only:
@@ -130,6 +133,7 @@ void check(const StreamCase& s, uint64_t seed) {
   tinyfuse::cuda::fused::force_forward_path(tinyfuse::cuda::fused::ForwardPath::NoWgmma);
   const Results got = run(s, *net, pview, gview, input, dout);
   tinyfuse::cuda::fused::force_general_forward(was_forced);
+  tinyfuse::cuda::fused::force_fused_weight_grads(fused_dw);
 
   EXPECT_TRUE(same_bits(got.out, want.out)) << "forward output";
   EXPECT_TRUE(same_bits(got.inference, want.inference)) << "inference output";
@@ -193,6 +197,93 @@ TEST_F(FusedStreamForward, StridedViewsAndLargeBatches) {
     s.batch = 1000;
     check(s, seed++);
   }
+}
+
+// The backward that forms the weight gradients inside the streaming kernel
+// (stream_backward_wgrad_kernel.cuh) against the two-step path (streaming backward writing dZ,
+// then weight_grad.cu): the same FP32 sums of the same exact products in another order, so every
+// weight gradient must agree to one unit in the last place of its dtype, plus FP32-order noise
+// of 1e-5 of the layer's largest gradient (cancellation); Overwrite and Accumulate (onto random
+// gradients), repeatable bit for bit, and the fused kernel must have run.
+struct DwCase {
+  uint32_t in, hidden, out;
+};
+
+::testing::AssertionResult within_rounding(const std::vector<double>& got, const std::vector<double>& want, DType p,
+                                           const std::vector<ParamSegment>& segments) {
+  const double ulp = p == DType::BF16 ? 1.0 / 128 : 1.0 / 1024;  // relative spacing of the dtype
+  for (const ParamSegment& seg : segments) {
+    double largest = 0;
+    for (size_t i = seg.offset; i < seg.offset + seg.count; ++i) largest = std::max(largest, std::abs(want[i]));
+    for (size_t i = seg.offset; i < seg.offset + seg.count; ++i) {
+      const double tol = ulp * std::max(std::abs(got[i]), std::abs(want[i])) + 1e-5 * largest;
+      if (!std::isfinite(got[i]) || !(std::abs(got[i] - want[i]) <= tol))
+        return ::testing::AssertionFailure() << "element " << i << " (layer at " << seg.offset << "): " << got[i]
+                                             << " (fused) vs " << want[i] << " (two-step), tolerance " << tol;
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+class FusedWeightGrads : public FusedStreamForward {};
+
+// Partial rounds of the block's eight warps, one and many rounds; TINYFUSE_QUICK=1 (sanitizer
+// runs) keeps the small ones.
+std::vector<int64_t> dw_batches() {
+  if (const char* q = std::getenv("TINYFUSE_QUICK"); q && *q == '1') return {1, 17, 257, 1000};
+  return {1, 17, 255, 256, 257, 1000, 70001, 300001};
+}
+
+TEST_F(FusedWeightGrads, MatchTwoStepPathToRounding) {
+  namespace fz = tinyfuse::cuda::fused;
+  if (fz::general_forward_forced()) GTEST_SKIP() << "TINYFUSE_FUSED_FORWARD=general leaves the fused weight gradients out";
+  const bool fused_dw = fz::fused_weight_grads();
+  uint64_t seed = 5000;
+  for (DType p : {DType::F16, DType::BF16})
+    for (DwCase c : {DwCase{64, 1, 16}, DwCase{32, 2, 64}, DwCase{64, 3, 5}, DwCase{32, 2, 32}, DwCase{64, 2, 64}})
+      for (int64_t batch : dw_batches()) {
+        SCOPED_TRACE(std::string(p == DType::BF16 ? "bf16 " : "f16 ") + std::to_string(c.in) + "->64x" +
+                     std::to_string(c.hidden) + "->" + std::to_string(c.out) + " batch " + std::to_string(batch));
+        json cfg = {{"otype", "FullyFusedMLP"}, {"n_neurons", 64},         {"n_hidden_layers", c.hidden},
+                    {"activation", "ReLU"},     {"output_activation", "None"}, {"precision", p == DType::BF16 ? "bf16" : "f16"}};
+        auto net = create_network(cfg, c.in, c.out, BuildOptions{Device::CUDA});
+        const size_t n = net->n_params();
+        const uint32_t W = net->padded_output_width();
+        Pcg32 rng(seed++);
+        std::vector<float> init(n);
+        net->initialize_params(rng, init.data());
+        std::vector<double> params(init.begin(), init.end()), input(batch * c.in), dout(batch * W), start(n);
+        for (auto& x : input) x = 2 * rng.next_double() - 1;
+        for (auto& x : dout) x = 2 * rng.next_double() - 1;
+        for (auto& x : start) x = 0.01 * (2 * rng.next_double() - 1);
+        Buffer pbuf(Device::CUDA, n * dtype_size(p)), gbuf(Device::CUDA, n * dtype_size(p));
+        const TensorView pview = pbuf.vector(p, n), gview = gbuf.vector(p, n);
+        upload(pview, params);
+        net->set_params(pview, pview, gview);
+        DeviceMatrix in(p, batch, c.in, false), out(p, batch, W, false), dy(p, batch, W, false);
+        upload(in.view, input);
+        upload(dy.view, dout);
+        auto ctx = net->forward(in.view, &out.view);
+        auto grads = [&](bool fused, GradientMode mode) {
+          fz::force_fused_weight_grads(fused);
+          if (mode == GradientMode::Accumulate)
+            upload(gview, start);
+          else
+            fill_tensor(gview, kNaN);
+          const unsigned long long before = fz::fused_weight_grad_launches();
+          net->backward(*ctx, in.view, out.view, dy.view, nullptr, false, mode);
+          EXPECT_EQ(fz::fused_weight_grad_launches() - before, fused ? 1u : 0u) << "which backward ran";
+          return download(gview);
+        };
+        for (GradientMode mode : {GradientMode::Overwrite, GradientMode::Accumulate}) {
+          const std::vector<double> two_step = grads(false, mode), fused = grads(true, mode), again = grads(true, mode);
+          EXPECT_TRUE(within_rounding(fused, two_step, p, net->param_segments()))
+              << (mode == GradientMode::Overwrite ? "overwrite" : "accumulate");
+          EXPECT_TRUE(same_bits(again, fused)) << "repeated fused weight gradients differ";
+        }
+        fz::force_fused_weight_grads(fused_dw);
+        if (HasFatalFailure()) return;
+      }
 }
 
 }  // namespace

@@ -260,6 +260,29 @@ ForwardPath forward_path() {
 
 void force_forward_path(ForwardPath path) { g_forward_path.store(static_cast<int>(path)); }
 
+namespace {
+std::atomic<int> g_fused_wgrad{-1};  // -1: the environment decides at the first call
+}  // namespace
+
+bool fused_weight_grads() {
+  int v = g_fused_wgrad.load();
+  if (v < 0) {
+    const char* e = std::getenv("TINYFUSE_FUSED_WGRAD");
+    int unset = -1;
+    g_fused_wgrad.compare_exchange_strong(unset, e && std::strcmp(e, "0") == 0 ? 0 : 1);
+    v = g_fused_wgrad.load();
+  }
+  return v == 1;
+}
+
+void force_fused_weight_grads(bool on) { g_fused_wgrad.store(on ? 1 : 0); }
+
+namespace {
+std::atomic<unsigned long long> g_fused_wgrad_launches{0};
+}  // namespace
+unsigned long long fused_weight_grad_launches() { return g_fused_wgrad_launches.load(); }
+void count_fused_weight_grad_launch() { g_fused_wgrad_launches.fetch_add(1); }
+
 void launch_forward(DType t, const FusedShape& shape, const ForwardArgs& args, gpuStream_t stream) {
 #if !defined(TINYFUSE_WITH_HIP)
   // Inference on Hopper goes through the wgmma kernel where it applies; inference and training

@@ -19,6 +19,16 @@ enum class ForwardPath {
 ForwardPath forward_path();
 void force_forward_path(ForwardPath path);  // overrides the environment from now on
 
+// Whether the backward may form the weight gradients inside the streaming kernel where that
+// applies (stream_launch.h). Its sums run in another order than weight_grad.cu's, so the two
+// agree to FP32 rounding, not bit for bit; tests that compare kernels bitwise switch it off.
+// TINYFUSE_FUSED_WGRAD=0 in the environment switches it off.
+bool fused_weight_grads();
+void force_fused_weight_grads(bool on);  // overrides the environment from now on
+// How many backward launches formed the weight gradients inside (tests check the path ran).
+unsigned long long fused_weight_grad_launches();
+void count_fused_weight_grad_launch();
+
 // Shorthands of the two above.
 inline bool general_forward_forced() { return forward_path() == ForwardPath::General; }
 inline void force_general_forward(bool on) { force_forward_path(on ? ForwardPath::General : ForwardPath::Any); }

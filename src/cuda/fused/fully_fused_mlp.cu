@@ -22,6 +22,9 @@
 #include "core/mlp_base.h"
 #include "cuda/common.cuh"
 #include "cuda/fused/launch.h"
+#if !defined(TINYFUSE_WITH_HIP)
+#include "cuda/fused/stream_launch.h"
+#endif
 #include "tinyfuse/buffer.h"
 #include "tinyfuse/errors.h"
 
@@ -141,6 +144,8 @@ class FullyFusedMlp final : public MlpBase {
     }
     const bool param_grads = mode != GradientMode::Ignore;
     if (!param_grads && !dL_dinput) return;
+    if (param_grads && !dL_dinput && backward_with_fused_weight_grads(*ctx, input, dL_doutput, use_inference_params, mode))
+      return;
 
     // Scratch: every layer's dZ, and the weight-gradient partial sums of one launch's layers
     // (fused::kWeightGradLayersPerLaunch at a time; reused launch by launch).
@@ -193,6 +198,43 @@ class FullyFusedMlp final : public MlpBase {
 
  private:
   static constexpr DType kDType = gpu_dtype_of<T>::value;
+
+  // Parameter gradients without dL/dinput through the backward that forms the weight gradients
+  // itself (stream_launch.h): false, having launched nothing, where it does not apply.
+  bool backward_with_fused_weight_grads(const FusedContext<T>& ctx, const TensorView& input, const TensorView& dL_doutput,
+                                        bool use_inference_params, GradientMode mode) const {
+#if defined(TINYFUSE_WITH_HIP)
+    (void)ctx, (void)input, (void)dL_doutput, (void)use_inference_params, (void)mode;
+    return false;
+#else
+    const int64_t batch = input.rows();
+    const size_t floats = fused::fused_weight_grad_partial_floats(kDType, shape_, batch);
+    if (floats == 0) return false;
+    const gpuStream_t s = stream_of(input);
+    Buffer partial = Buffer::on_stream(Device::CUDA, floats * sizeof(float), input.stream);
+    const Staged dout = stage(dL_doutput, true, s), x0 = stage(input, true, s);
+    fused::BackwardArgs a;
+    a.batch = batch;
+    a.weights = use_inference_params ? inference_params_ : params_;
+    a.dL_doutput = dout.data;
+    a.ld_dout = dout.ld;
+    a.hidden_deriv = ctx.hidden_y;  // ReLU: act' from y
+    a.input = x0.data;
+    a.ld_in = x0.ld;
+    float* p = static_cast<float*>(partial.data());
+    const int64_t chunks = fused::launch_backward_fused_weight_grads(kDType, shape_, a, p, s);
+    if (chunks == 0) return false;
+    std::vector<fused::WeightGradLayer> grads(layers_.size());
+    for (size_t li = 0; li < layers_.size(); ++li) {
+      grads[li].rows = static_cast<int>(layers_[li].out);
+      grads[li].cols = static_cast<int>(layers_[li].in);
+      grads[li].grad = gradients_ + layers_[li].weight_offset;
+    }
+    fused::launch_weight_grad_reduce(kDType, chunks, grads.data(), static_cast<int>(grads.size()), p,
+                                     mode == GradientMode::Accumulate, s);
+    return true;
+#endif
+  }
 
   // Layers in the weight-gradient launch that starts at layer `first`.
   int launch_layers(size_t first) const {

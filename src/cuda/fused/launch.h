@@ -61,6 +61,10 @@ struct BackwardArgs {
   void* dz = nullptr;  // null, or n_hidden dense (batch x width) matrices then (batch x out_width)
   void* dL_dinput = nullptr;  // (batch x in_width), or null
   int64_t ld_din = 0;
+  // The network's input (batch x in_width): read only by the backward that forms the weight
+  // gradients itself (stream_launch.h, launch_backward_fused_weight_grads).
+  const void* input = nullptr;
+  int64_t ld_in = 0;
 };
 
 // T = F16 or BF16. Nothing here synchronises the host.
@@ -85,6 +89,10 @@ constexpr int kWeightGradLayersPerLaunch = 8;
 size_t weight_grad_partial_floats(int64_t batch, const WeightGradLayer* layers, int n);
 void launch_weight_gradients(DType t, int64_t batch, const WeightGradLayer* layers, int n, float* partial,
                              bool accumulate, gpuStream_t stream);
+// The reduction alone, over `chunks` partials per layer laid out as launch_weight_gradients lays
+// them (layer after layer, [chunk][rows][cols]); only rows, cols and grad of the layers are read.
+void launch_weight_grad_reduce(DType t, int64_t chunks, const WeightGradLayer* layers, int n, const float* partial,
+                               bool accumulate, gpuStream_t stream);
 
 // Checks at construction that this device can run the shape (sm_75+, sm_80+ for BF16; one
 // layer's weights fit in shared memory); throws ConfigError / UnsupportedError naming what works.

@@ -26,6 +26,19 @@ bool launch_stream_forward(DType t, const FusedShape& shape, const ForwardArgs& 
 // aligned matrices); false, launching nothing, otherwise.
 bool launch_stream_backward(DType t, const FusedShape& shape, const BackwardArgs& args, gpuStream_t stream);
 
+// Backward with the weight gradients formed inside (stream_backward_wgrad.cu,
+// stream_backward_wgrad_kernel.cuh): dZ of every layer as launch_stream_backward forms it, but
+// kept in the kernel; each block writes one FP32 partial of every layer's dW into `partial`, in
+// launch_weight_grad_reduce's layout. Returns the number of blocks (the reduction's chunk
+// count), or 0, launching nothing, where it does not apply: the fused_weight_grads() switch off,
+// ForwardPath::General, a shape other than 64 wide with ReLU hidden layers, identity output,
+// input 32 or 64 and output at most 64 wide and 1-3 hidden layers, dL/dinput or dz requested, a
+// device older than sm_80, unaligned matrices. args.input / ld_in must be set.
+// fused_weight_grad_partial_floats: the floats `partial` needs (0 where the shape or dtype rules it out).
+size_t fused_weight_grad_partial_floats(DType t, const FusedShape& shape, int64_t batch);
+int64_t launch_backward_fused_weight_grads(DType t, const FusedShape& shape, const BackwardArgs& args, float* partial,
+                                           gpuStream_t stream);
+
 // Inference through the Hopper kernel (wgmma_inference.cu, wgmma_kernel.cuh): hidden width 64 or
 // 128, FP16 or BF16, on a compute capability 9.0 device in a build with sm_90a code; false,
 // launching nothing, otherwise. Same rounding points as the kernels above, and on the H200 the

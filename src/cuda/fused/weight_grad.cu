@@ -1,9 +1,10 @@
 // Weight gradients of the fused MLP: dW (out x in) = dZ^T X summed over the batch, after the
 // fused backward kernel has written every layer's dZ.
 //
-// Why a follow-up kernel and not inside the fused backward: the sum runs over the whole batch,
-// so inside the fused kernel every block would need its own out x in FP32 partial (or atomics,
-// which are not deterministic). Here the batch is cut into chunks fixed by the batch size alone;
+// Why a follow-up kernel: the sum runs over the whole batch, so inside the fused kernel every
+// block needs its own out x in FP32 partial in shared memory (atomics are not deterministic).
+// That fits for the 64-wide ReLU shapes of stream_backward_wgrad_kernel.cuh, which then only
+// uses this file's reduction; for every other shape the batch is cut into chunks fixed by the batch size alone;
 // one block per (64 x 64 tile of dW, chunk) multiplies on tensor cores (FP16/BF16 operands,
 // FP32 accumulators) into an FP32 partial, and a second kernel adds the chunks in an order fixed
 // by their count: the result is bitwise repeatable, and the only rounding to T is the final one.
@@ -333,6 +334,14 @@ LayerSet layer_set(int64_t chunks, const WeightGradLayer* layers, int n) {
 }
 
 template <typename T>
+void launch_reduce(int64_t chunks, const LayerSet& set, const float* partial, bool accumulate, gpuStream_t stream) {
+  const int64_t elems = set.elem_begin[set.n];
+  weight_grad_reduce_kernel<T><<<static_cast<unsigned>((elems + kReduceElems - 1) / kReduceElems),
+                                 dim3(kReduceElems, kReduceSlices), 0, stream>>>(chunks, set, partial, accumulate);
+  TF_GPU_CHECK_LAUNCH("weight_grad_reduce_kernel");
+}
+
+template <typename T>
 void launch_typed(int64_t batch, const WeightGradLayer* layers, int n, float* partial, bool accumulate, gpuStream_t stream) {
   const Split split = split_batch(batch);
   const LayerSet set = layer_set(split.chunks, layers, n);
@@ -343,10 +352,7 @@ void launch_typed(int64_t batch, const WeightGradLayer* layers, int n, float* pa
   weight_grad_partial_kernel<T><<<grid, kPartialThreads, 0, stream>>>(batch, set, split.chunk_rows, partial);
 #endif
   TF_GPU_CHECK_LAUNCH("weight_grad_partial_kernel");
-  const int64_t elems = set.elem_begin[n];
-  weight_grad_reduce_kernel<T><<<static_cast<unsigned>((elems + kReduceElems - 1) / kReduceElems),
-                                 dim3(kReduceElems, kReduceSlices), 0, stream>>>(split.chunks, set, partial, accumulate);
-  TF_GPU_CHECK_LAUNCH("weight_grad_reduce_kernel");
+  launch_reduce<T>(split.chunks, set, partial, accumulate, stream);
 }
 
 }  // namespace
@@ -364,6 +370,17 @@ void launch_weight_gradients(DType t, int64_t batch, const WeightGradLayer* laye
     throw UnsupportedError("internal: " + std::to_string(n) + " layers in one weight-gradient launch");
   if (t == DType::F16) return launch_typed<__half>(batch, layers, n, partial, accumulate, stream);
   if (t == DType::BF16) return launch_typed<__nv_bfloat16>(batch, layers, n, partial, accumulate, stream);
+  throw UnsupportedError("internal: fused MLP dtype " + to_string(t));
+}
+
+void launch_weight_grad_reduce(DType t, int64_t chunks, const WeightGradLayer* layers, int n, const float* partial,
+                               bool accumulate, gpuStream_t stream) {
+  if (chunks <= 0 || n < 1 || n > kWeightGradLayersPerLaunch)
+    throw UnsupportedError("internal: weight-gradient reduction of " + std::to_string(chunks) + " chunks, " +
+                           std::to_string(n) + " layers");
+  const LayerSet set = layer_set(chunks, layers, n);
+  if (t == DType::F16) return launch_reduce<__half>(chunks, set, partial, accumulate, stream);
+  if (t == DType::BF16) return launch_reduce<__nv_bfloat16>(chunks, set, partial, accumulate, stream);
   throw UnsupportedError("internal: fused MLP dtype " + to_string(t));
 }
 
