@@ -12,9 +12,10 @@ class Loss {
   // prediction: (batch, padded width) of the network's output dtype; target: (batch, n_target)
   // FP32 with n_target <= padded width; values and gradients: (batch, padded width) FP32 and
   // prediction dtype. Columns past n_target get value 0 and gradient 0.
-  // values may instead be (batch, 1): each row's sum of its values, added in groups of 8
-  // columns (each group's values in column order, then the groups' sums in order). The Trainer
-  // keeps these: the same loss for 4 bytes per sample instead of 4 per output element.
+  // values may instead be (batch, 1): each row's loss terms (the per-element values before the
+  // division) added in groups of 8 columns (each group in column order, then the groups' sums
+  // in order), divided once by the number of target elements. The Trainer keeps these: the same
+  // loss (to rounding) for 4 bytes per sample instead of 4 per output element.
   // gradients = loss_scale * dLoss/dprediction, where Loss = sum(values) (values are already
   // divided by the number of target elements, so Loss is the mean). data_pdf: optional (batch, 1).
   virtual void evaluate(float loss_scale, const TensorView& prediction, const TensorView& target,

@@ -39,7 +39,7 @@ class CpuLoss final : public Loss {
     auto at = [](const TensorView& v, int64_t b, int64_t d) -> T& {
       return static_cast<T*>(v.data)[b * v.strides[0] + d * v.strides[1]];
     };
-    const bool row_values = values.cols() == 1 && width != 1;  // each row's sum (loss.h's order)
+    const bool row_values = values.cols() == 1 && width != 1;  // each row's terms summed (loss.h's order), divided once
     parallel_for(batch, 2048, [&](int64_t b0, int64_t b1) {
       for (int64_t b = b0; b < b1; ++b) {
         T lum = 0;
@@ -57,14 +57,14 @@ class CpuLoss final : public Loss {
             const T pdf = data_pdf ? at(*data_pdf, b, d) : T(1);
             LossTerm<T> term = loss_term(kind_, at(prediction, b, d), at(target, b, d), pdf, lum);
             if (row_values)
-              group += term.value / n;
+              group += term.value;
             else
               at(values, b, d) = term.value / n;
             at(gradients, b, d) = scale * term.gradient / n;
           }
           if (d % 8 == 7 || d == width - 1) row += group, group = 0;
         }
-        if (row_values) at(values, b, 0) = row;
+        if (row_values) at(values, b, 0) = row / n;
       }
     });
   }

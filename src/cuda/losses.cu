@@ -1,9 +1,10 @@
 // The losses on the GPU: an elementwise kernel over (batch, padded width) with the formulas the
 // CPU uses (core/loss_math.h), computed in float. Predictions are F32, F16 or BF16 and the gradients
 // are written in the prediction's dtype; targets, values and the optional data pdf are F32.
-// Values are per element (batch, width) or per row (batch, 1): a row's sum, added in the order
-// loss.h fixes (groups of 8 columns). The Trainer keeps per-row values: a training step then
-// writes 4 bytes of loss values per sample instead of 4 per output element.
+// Values are per element (batch, width) or per row (batch, 1): a row's loss terms summed in the
+// order loss.h fixes (groups of 8 columns), divided once. The Trainer keeps per-row values: a
+// training step then writes 4 bytes of loss values per sample instead of 4 per output element,
+// and divides once per row instead of once per element.
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -79,12 +80,12 @@ __global__ void row_loss_kernel(LossKind kind, int64_t batch, int64_t width, int
         continue;
       }
       const LossTerm<float> term = loss_term(kind, to_float(prediction(b, d)), target(b, d), has_pdf ? pdf(b, d) : 1.0f, lum);
-      group += term.value / n;
+      group += term.value;
       gradients(b, d) = from_float<P>(scale * term.gradient / n);
     }
     row += group;
   }
-  row_values[b * values_rs] = row;
+  row_values[b * values_rs] = row / n;
 }
 
 // Eight consecutive elements of a row, moved as 16-byte loads and stores.
@@ -94,91 +95,77 @@ struct alignas(16) Pack8 {
 };
 
 // The dense path (the Trainer's buffers: rows of a multiple of 8 elements, 16-byte aligned): each
-// thread takes 8 consecutive columns of kDenseRows rows, so the 2-D block needs no division and
-// every access is a 16-byte vector; all kDenseRows rows' loads are issued before any arithmetic
-// (one row per thread left the kernel waiting on memory latency: 2.1 TB/s on the H200). The
-// per-element arithmetic is loss_kernel's, so both paths give the same bits
-// (tests/gpu/test_gpu_losses_optimizers.cpp, GpuLossKernels).
+// thread takes 8 consecutive columns of a row, so the 2-D block needs no division and every
+// access is a 16-byte vector. The per-element arithmetic is loss_kernel's, so both paths give the
+// same bits (tests/gpu/test_gpu_losses_optimizers.cpp, GpuLossKernels).
 // kRowValues: values are per row (the launcher only picks this for rows of at most 32 groups, so
-// each thread holds one group of each of its rows): the threads of a row put their group's sum in
-// shared memory and the row's first thread adds them in order, as row_loss_kernel does. The loop
-// over rows is block-uniform for the barriers.
-constexpr int kDenseRows = 4;
-
-template <typename P, bool kVectorTarget, bool kRowValues>
+// each thread holds one group): the threads of a row put their group's sum in shared memory and
+// the row's first thread adds them in order and divides, as row_loss_kernel does. The loop over
+// rows is block-uniform for the barriers.
+// kPdf: with a data pdf; without one the pdf is the constant 1, and the compiler drops the
+// divisions by it (x / 1 is x exactly: the same bits). The kernel is arithmetic-heavy enough
+// (IEEE divisions per element) that this matters on the H200.
+template <typename P, bool kVectorTarget, bool kRowValues, bool kPdf>
 __global__ void dense_loss_kernel(LossKind kind, int64_t batch, int width, int dims, float n, float scale,
                                   const P* __restrict__ prediction, int64_t prediction_rs,
                                   Strided<const float> target, float* __restrict__ values, int64_t values_rs,
                                   P* __restrict__ gradients, int64_t gradients_rs, Strided<const float> pdf,
                                   bool has_pdf) {
-  __shared__ float group_sums[kRowValues ? kThreadsPerBlock * kDenseRows : 1];
+  __shared__ float group_sums[kRowValues ? kThreadsPerBlock : 1];
   const int groups = width / 8;
-  const int64_t rows_per_block = static_cast<int64_t>(blockDim.y) * kDenseRows;
-  for (int64_t base = static_cast<int64_t>(blockIdx.x) * rows_per_block; base < batch;
-       base += static_cast<int64_t>(gridDim.x) * rows_per_block) {
-    for (int group = threadIdx.x; group < groups; group += blockDim.x) {
+  for (int64_t base = static_cast<int64_t>(blockIdx.x) * blockDim.y; base < batch;
+       base += static_cast<int64_t>(gridDim.x) * blockDim.y) {
+    const int64_t b = base + threadIdx.y;
+    const bool row_in_batch = b < batch;
+    const P* prow = prediction + b * prediction_rs;
+    float lum = 0.0f;
+    if (row_in_batch && kind == LossKind::RelativeL2Luminance) {
+      float r = to_float(prow[0]), g = to_float(prow[1]), bl = to_float(prow[2]);
+      if (dims >= 6) r += to_float(prow[3]), g += to_float(prow[4]), bl += to_float(prow[5]);
+      lum = loss_luminance(r, g, bl);
+    }
+    for (int group = threadIdx.x; row_in_batch && group < groups; group += blockDim.x) {
       const int d0 = group * 8;
-      Pack8<P> p[kDenseRows];
-      float t[kDenseRows][8];
+      const Pack8<P> p = *reinterpret_cast<const Pack8<P>*>(prow + d0);
+      float t[8];
+      if (kVectorTarget && d0 + 8 <= dims) {
+        const Pack8<float> tv = *reinterpret_cast<const Pack8<float>*>(target.data + b * target.row_stride + d0);
 #pragma unroll
-      for (int r = 0; r < kDenseRows; ++r) {  // the loads of every row first
-        const int64_t b = base + threadIdx.y + r * blockDim.y;
-        if (b >= batch) continue;
-        p[r] = *reinterpret_cast<const Pack8<P>*>(prediction + b * prediction_rs + d0);
-        if (kVectorTarget && d0 + 8 <= dims) {
-          const Pack8<float> tv = *reinterpret_cast<const Pack8<float>*>(target.data + b * target.row_stride + d0);
+        for (int k = 0; k < 8; ++k) t[k] = tv.v[k];
+      } else {
 #pragma unroll
-          for (int k = 0; k < 8; ++k) t[r][k] = tv.v[k];
-        } else {
-#pragma unroll
-          for (int k = 0; k < 8; ++k) t[r][k] = d0 + k < dims ? target(b, d0 + k) : 0.0f;
-        }
+        for (int k = 0; k < 8; ++k) t[k] = d0 + k < dims ? target(b, d0 + k) : 0.0f;
       }
+      Pack8<float> v;
+      Pack8<P> g;
+      float group_sum = 0.0f;
 #pragma unroll
-      for (int r = 0; r < kDenseRows; ++r) {
-        const int64_t b = base + threadIdx.y + r * blockDim.y;
-        if (b >= batch) continue;
-        float lum = 0.0f;
-        if (kind == LossKind::RelativeL2Luminance) {
-          const P* prow = prediction + b * prediction_rs;
-          float red = to_float(prow[0]), green = to_float(prow[1]), blue = to_float(prow[2]);
-          if (dims >= 6) red += to_float(prow[3]), green += to_float(prow[4]), blue += to_float(prow[5]);
-          lum = loss_luminance(red, green, blue);
+      for (int k = 0; k < 8; ++k) {
+        const int d = d0 + k;
+        if (d >= dims) {
+          v.v[k] = 0.0f;
+          g.v[k] = from_float<P>(0.0f);
+          continue;
         }
-        Pack8<float> v;
-        Pack8<P> g;
-        float group_sum = 0.0f;
-#pragma unroll
-        for (int k = 0; k < 8; ++k) {
-          const int d = d0 + k;
-          if (d >= dims) {
-            v.v[k] = 0.0f;
-            g.v[k] = from_float<P>(0.0f);
-            continue;
-          }
-          const LossTerm<float> term = loss_term(kind, to_float(p[r].v[k]), t[r][k], has_pdf ? pdf(b, d) : 1.0f, lum);
-          v.v[k] = term.value / n;
-          group_sum += v.v[k];
-          g.v[k] = from_float<P>(scale * term.gradient / n);
-        }
+        const LossTerm<float> term = loss_term(kind, to_float(p.v[k]), t[k], kPdf ? pdf(b, d) : 1.0f, lum);
         if constexpr (kRowValues)
-          group_sums[(r * blockDim.y + threadIdx.y) * blockDim.x + group] = group_sum;
+          group_sum += term.value;
         else
-          *reinterpret_cast<Pack8<float>*>(values + b * values_rs + d0) = v;
-        *reinterpret_cast<Pack8<P>*>(gradients + b * gradients_rs + d0) = g;
+          v.v[k] = term.value / n;
+        g.v[k] = from_float<P>(scale * term.gradient / n);
       }
+      if constexpr (kRowValues)
+        group_sums[threadIdx.y * blockDim.x + group] = group_sum;
+      else
+        *reinterpret_cast<Pack8<float>*>(values + b * values_rs + d0) = v;
+      *reinterpret_cast<Pack8<P>*>(gradients + b * gradients_rs + d0) = g;
     }
     if constexpr (kRowValues) {
       __syncthreads();
-      if (threadIdx.x == 0) {
-        for (int r = 0; r < kDenseRows; ++r) {
-          const int64_t b = base + threadIdx.y + r * blockDim.y;
-          if (b >= batch) break;
-          const float* sums = group_sums + (r * blockDim.y + threadIdx.y) * blockDim.x;
-          float row = 0.0f;
-          for (int group = 0; group < groups; ++group) row += sums[group];
-          values[b * values_rs] = row;
-        }
+      if (row_in_batch && threadIdx.x == 0) {
+        float row = 0.0f;
+        for (int group = 0; group < groups; ++group) row += group_sums[threadIdx.y * blockDim.x + group];
+        values[b * values_rs] = row / n;
       }
       __syncthreads();  // the sums are read before the next rows overwrite them
     }
@@ -208,11 +195,16 @@ void launch_loss(LossKind kind, float loss_scale, const TensorView& prediction, 
                      (row_values ? groups <= 32 : dense_rows(values));
   if (dense) {
     const int bx = groups < 32 ? static_cast<int>(groups) : 32, by = kThreadsPerBlock / bx;
-    const int64_t rows_per_block = static_cast<int64_t>(by) * kDenseRows;
-    const int64_t blocks = std::min<int64_t>((batch + rows_per_block - 1) / rows_per_block, 1 << 20);
+    const int64_t blocks = std::min<int64_t>((batch + by - 1) / by, 1 << 20);
     const bool vector_target = target.strides[1] == 1 && target.strides[0] % 4 == 0 && aligned16(target.data);
-    auto kernel = row_values ? (vector_target ? dense_loss_kernel<P, true, true> : dense_loss_kernel<P, false, true>)
-                             : (vector_target ? dense_loss_kernel<P, true, false> : dense_loss_kernel<P, false, false>);
+    const bool with_pdf = data_pdf != nullptr;
+    auto kernel = dense_loss_kernel<P, false, false, false>;
+    if (row_values)
+      kernel = vector_target ? (with_pdf ? dense_loss_kernel<P, true, true, true> : dense_loss_kernel<P, true, true, false>)
+                             : (with_pdf ? dense_loss_kernel<P, false, true, true> : dense_loss_kernel<P, false, true, false>);
+    else
+      kernel = vector_target ? (with_pdf ? dense_loss_kernel<P, true, false, true> : dense_loss_kernel<P, true, false, false>)
+                             : (with_pdf ? dense_loss_kernel<P, false, false, true> : dense_loss_kernel<P, false, false, false>);
     kernel<<<static_cast<unsigned>(blocks), dim3(bx, by), 0, stream>>>(
         kind, batch, static_cast<int>(width), static_cast<int>(dims), n, loss_scale, static_cast<const P*>(prediction.data),
         prediction.strides[0], t, static_cast<float*>(values.data), values.strides[0], static_cast<P*>(gradients.data),

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/loss_config.h"
+#include "core/loss_math.h"
 #include "testing/gradcheck.h"
 
 using namespace tinyfuse;
@@ -114,11 +116,13 @@ TEST(Losses, GradientIsDerivativeOfValueForPlainLosses) {
   }
 }
 
-// Per-row values (batch, 1): each row's per-element values summed in groups of 8 columns, the
-// order loss.h fixes; in FP32 that order is checked bit for bit. Gradients are unchanged.
+// Per-row values (batch, 1): each row's loss terms summed in groups of 8 columns, divided once,
+// as loss.h defines them: bit for bit in FP32 against that definition written out with the shared
+// formula, and to rounding against the sum of the per-element values. Gradients are unchanged.
 TEST(Losses, PerRowValuesAreGroupedRowSums) {
   for (std::string name : {"L2", "RelativeL2Luminance", "SMAPE"}) {
     auto loss = create_loss({{"otype", name}});  // FP32
+    const LossKind kind = parse_loss_config({{"otype", name}});
     Pcg32 rng(21);
     for (auto [dims, width] : {std::pair<int64_t, int64_t>{3, 3}, {6, 16}, {20, 24}, {64, 64}}) {
       SCOPED_TRACE(name + " dims " + std::to_string(dims) + " width " + std::to_string(width));
@@ -133,14 +137,27 @@ TEST(Losses, PerRowValuesAreGroupedRowSums) {
       loss->evaluate(2.0f, pv, tv, TensorView::matrix(rows.data(), batch, 1),
                      TensorView::matrix(row_grads.data(), batch, width));
       EXPECT_EQ(std::memcmp(grads.data(), row_grads.data(), grads.size() * sizeof(float)), 0) << "gradients";
+      const float n = static_cast<float>(batch * dims);
       for (int64_t b = 0; b < batch; ++b) {
+        const float* p = pred.data() + b * width;
+        float lum = 0.0f;
+        if (kind == LossKind::RelativeL2Luminance) {
+          float r = p[0], g = p[1], bl = p[2];
+          if (dims >= 6) r += p[3], g += p[4], bl += p[5];
+          lum = loss_luminance(r, g, bl);
+        }
         float row = 0.0f;
+        double element_sum = 0.0;
         for (int64_t d0 = 0; d0 < width; d0 += 8) {
           float group = 0.0f;
-          for (int64_t d = d0; d < std::min(d0 + 8, dims); ++d) group += values[b * width + d];
+          for (int64_t d = d0; d < std::min(d0 + 8, dims); ++d) {
+            group += loss_term(kind, p[d], target[b * dims + d], 1.0f, lum).value;
+            element_sum += values[b * width + d];
+          }
           row += group;
         }
-        EXPECT_EQ(rows[b], row) << "row " << b;
+        EXPECT_EQ(rows[b], row / n) << "row " << b;
+        EXPECT_NEAR(rows[b], element_sum, 2e-6 * std::abs(element_sum) + 1e-12) << "row " << b;  // positive terms: |sum| is the magnitude
       }
     }
   }
