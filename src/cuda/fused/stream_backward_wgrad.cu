@@ -20,29 +20,22 @@ bool shape_applies(const FusedShape& shape) {
 
 struct DwPlan {
   size_t weight_bytes, smem;
-  int stage_stride, buffers;
+  int stage_stride;
 };
 
-// Four buffers per warp where they fit in a block's shared memory, else three.
 DwPlan dw_plan(const FusedShape& shape) {
   const SmemPlan weights = plan_smem(shape, 2, static_cast<size_t>(-1));  // every layer resident
   DwPlan p;
   p.weight_bytes = (weights.bytes + 15) / 16 * 16;
   p.stage_stride = (kDwWidth + kSmemPad) * 2;  // in and out are at most 64 wide
-  for (p.buffers = 4; p.buffers >= 3; --p.buffers) {
-    p.smem = p.weight_bytes + static_cast<size_t>(kDwWarps) * p.buffers * StreamTiling<kDwWidth>::kRows * p.stage_stride +
-             static_cast<size_t>(shape.n_hidden + 1) * kDwLayerFloats * sizeof(float);
-    if (p.smem <= device_limits().max_smem_per_block) break;
-  }
+  p.smem = p.weight_bytes + static_cast<size_t>(kDwWarps) * kBwdBuffers * StreamTiling<kDwWidth>::kRows * p.stage_stride +
+           static_cast<size_t>(shape.n_hidden + 1) * kDwLayerFloats * sizeof(float);
   return p;
 }
 
-const void* kernel_for(DType t, int buffers) {
-  if (t == DType::F16)
-    return buffers == 4 ? reinterpret_cast<const void*>(stream_backward_dw_kernel_f16<4>)
-                        : reinterpret_cast<const void*>(stream_backward_dw_kernel_f16<3>);
-  return buffers == 4 ? reinterpret_cast<const void*>(stream_backward_dw_kernel_bf16<4>)
-                      : reinterpret_cast<const void*>(stream_backward_dw_kernel_bf16<3>);
+const void* kernel_for(DType t) {
+  return t == DType::F16 ? reinterpret_cast<const void*>(stream_backward_dw_kernel_f16)
+                         : reinterpret_cast<const void*>(stream_backward_dw_kernel_bf16);
 }
 
 // Blocks of a launch for `batch` rows: one per SM at most (the kernel is sized for one), fewer
@@ -51,7 +44,7 @@ int64_t dw_blocks(const FusedShape& shape, DType t, int64_t batch) {
   const DeviceLimits& dev = device_limits();
   const DwPlan p = dw_plan(shape);
   if (p.smem > dev.max_smem_per_block) return 0;
-  const int per_sm = resident_blocks_per_sm(kernel_for(t, p.buffers), kDwWarps * kWarpSize, p.smem);
+  const int per_sm = resident_blocks_per_sm(kernel_for(t), kDwWarps * kWarpSize, p.smem);
   if (per_sm < 1) return 0;
   const int64_t n_tiles = (batch + StreamTiling<kDwWidth>::kRows - 1) / StreamTiling<kDwWidth>::kRows;
   return std::min<int64_t>((n_tiles + kDwWarps - 1) / kDwWarps, static_cast<int64_t>(per_sm) * dev.sm_count);
@@ -82,16 +75,12 @@ int64_t launch_backward_fused_weight_grads(DType t, const FusedShape& shape, con
   const DwPlan p = dw_plan(shape);
   const int64_t n_tiles = (args.batch + StreamTiling<kDwWidth>::kRows - 1) / StreamTiling<kDwWidth>::kRows;
   const KernelShape ks = kernel_shape(shape, true);
-  const dim3 grid(static_cast<unsigned>(blocks)), block(kDwWarps * kWarpSize);
-  const int wb = static_cast<int>(p.weight_bytes);
-  if (t == DType::F16 && p.buffers == 4)
-    stream_backward_dw_kernel_f16<4><<<grid, block, p.smem, stream>>>(ks, args, wb, p.stage_stride, n_tiles, partial);
-  else if (t == DType::F16)
-    stream_backward_dw_kernel_f16<3><<<grid, block, p.smem, stream>>>(ks, args, wb, p.stage_stride, n_tiles, partial);
-  else if (p.buffers == 4)
-    stream_backward_dw_kernel_bf16<4><<<grid, block, p.smem, stream>>>(ks, args, wb, p.stage_stride, n_tiles, partial);
+  if (t == DType::F16)
+    stream_backward_dw_kernel_f16<<<static_cast<unsigned>(blocks), kDwWarps * kWarpSize, p.smem, stream>>>(
+        ks, args, static_cast<int>(p.weight_bytes), p.stage_stride, n_tiles, partial);
   else
-    stream_backward_dw_kernel_bf16<3><<<grid, block, p.smem, stream>>>(ks, args, wb, p.stage_stride, n_tiles, partial);
+    stream_backward_dw_kernel_bf16<<<static_cast<unsigned>(blocks), kDwWarps * kWarpSize, p.smem, stream>>>(
+        ks, args, static_cast<int>(p.weight_bytes), p.stage_stride, n_tiles, partial);
   TF_GPU_CHECK_LAUNCH("stream_backward_dw_kernel");
   count_fused_weight_grad_launch();
   return blocks;

@@ -16,10 +16,10 @@
 // accumulators per lane) over all the block's tiles from dZ_L (the previous item's buffer, where
 // it was put) and those rows, both read with ldmatrix .trans as weight_grad.cu reads them; the
 // slice is then added into the block's FP32 dW in shared memory, which the warp alone touches.
-// Items per tile: dL/doutput, the saved y of hidden layers n_hidden - 1 .. 0, the input rows;
-// they stream through a per-warp ring of four buffers, two items ahead (three buffers, one ahead,
-// for 3 hidden layers, where four do not fit): the lockstep leaves the memory system idle
-// between items otherwise (one ahead: 350 us for 2^20 rows at 64 wide on the H200).
+// Items per tile: dL/doutput, the saved y of hidden layers n_hidden - 1 .. 0, the input rows,
+// through stream_backward_kernel.cuh's ring of three per-warp buffers (one item ahead). A ring of
+// four (two ahead; the dW rows then unpadded to fit) measured slower on the H200: 386 against
+// 350 us for 2^20 rows at 64 -> 64 x 2 -> 64 (docs/PERFORMANCE.md).
 //
 // Summation order: per block, rounds in order, within a round the tiles in warp order, 16 rows per
 // mma: fixed by the batch and the grid, so the result is bitwise repeatable; it is not
@@ -36,11 +36,11 @@ namespace {
 constexpr int kDwWarps = 8;            // warps per block: 4 output-row blocks x 2 input-column halves
 constexpr int kDwWidth = 64;           // the hidden width this kernel takes
 constexpr int kDwMaxLayers = 4;        // n_hidden <= 3
-constexpr int kDwStride = kDwWidth;   // floats per row of a layer's dW in shared memory
+constexpr int kDwStride = kDwWidth + 8;  // floats per row of a layer's dW in shared memory (bank spread)
 constexpr int kDwLayerFloats = kDwWidth * kDwStride;
 
-// Where the next item to load is (tile, item 0 .. n_hidden + 1, ring buffer of BUFFERS); as ItemCursor.
-template <typename T, int BUFFERS>
+// Where the next item to load is (tile, item 0 .. n_hidden + 1, ring buffer); as ItemCursor.
+template <typename T>
 __device__ __forceinline__ void load_dw_item(ItemCursor& c, uint32_t buffers, int buffer_bytes, int stage_stride,
                                              const BackwardArgs& args, const KernelShape& s, int64_t n_tiles,
                                              int64_t step, int lane) {
@@ -58,7 +58,7 @@ __device__ __forceinline__ void load_dw_item(ItemCursor& c, uint32_t buffers, in
     }
   }
   px::cp_async_commit();
-  c.buffer = c.buffer == BUFFERS - 1 ? 0 : c.buffer + 1;
+  c.buffer = c.buffer == kBwdBuffers - 1 ? 0 : c.buffer + 1;
   if (++c.k > s.n_hidden + 1) {
     c.k = 0;
     c.tile += step;
@@ -68,14 +68,14 @@ __device__ __forceinline__ void load_dw_item(ItemCursor& c, uint32_t buffers, in
 // This warp's slice of dW_L over the round's tiles: `sources` warps' buffers, dZ_L (rows x out)
 // in buffer dz_b, the layer's input (rows x in) in buffer x_b. acc: the m16n8 accumulators of the
 // slice's up to four 8-column tiles.
-template <typename T, int BUFFERS>
+template <typename T>
 __device__ __forceinline__ void dw_round_products(float (&acc)[4][4], uint32_t buffers, int buffer_bytes,
                                                   int stage_stride, int dz_b, int x_b, int sources, int m0, int n0,
                                                   int n_tiles8, int lane) {
   constexpr int kRows = StreamTiling<kDwWidth>::kRows;
   const int q = lane >> 3, r8 = lane & 7;
   for (int v = 0; v < sources; ++v) {
-    const uint32_t warp_buffers = buffers + v * BUFFERS * buffer_bytes;
+    const uint32_t warp_buffers = buffers + v * kBwdBuffers * buffer_bytes;
     const uint32_t dz = warp_buffers + dz_b * buffer_bytes, x = warp_buffers + x_b * buffer_bytes;
 #pragma unroll
     for (int ks = 0; ks < kRows / 16; ++ks) {
@@ -93,7 +93,7 @@ __device__ __forceinline__ void dw_round_products(float (&acc)[4][4], uint32_t b
   }
 }
 
-template <typename T, int BUFFERS>
+template <typename T>
 __device__ __forceinline__ void stream_backward_dw_body(KernelShape s, BackwardArgs args, int weight_bytes,
                                                         int stage_stride, int64_t n_tiles, float* partial) {
   using Tl = StreamTiling<kDwWidth>;
@@ -102,15 +102,15 @@ __device__ __forceinline__ void stream_backward_dw_body(KernelShape s, BackwardA
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int buffer_bytes = Tl::kRows * stage_stride;
   const uint32_t all_buffers = px::shared_address(smem + weight_bytes);
-  const uint32_t buffers = all_buffers + warp * BUFFERS * buffer_bytes;
-  float* dw = reinterpret_cast<float*>(smem + weight_bytes + kDwWarps * BUFFERS * buffer_bytes);
+  const uint32_t buffers = all_buffers + warp * kBwdBuffers * buffer_bytes;
+  float* dw = reinterpret_cast<float*>(smem + weight_bytes + kDwWarps * kBwdBuffers * buffer_bytes);
   const int n_hidden = s.n_hidden, n_layers = n_hidden + 1;
   const int64_t step = static_cast<int64_t>(gridDim.x) * kDwWarps;
 
   for (int i = threadIdx.x; i < n_layers * kDwLayerFloats; i += blockDim.x) dw[i] = 0.0f;
   ItemCursor next{static_cast<int64_t>(blockIdx.x) * kDwWarps + warp, 0, 0};
-  for (int i = 0; i < BUFFERS - 1; ++i)
-    load_dw_item<T, BUFFERS>(next, buffers, buffer_bytes, stage_stride, args, s, n_tiles, step, lane);
+  for (int i = 0; i < kBwdBuffers - 1; ++i)
+    load_dw_item<T>(next, buffers, buffer_bytes, stage_stride, args, s, n_tiles, step, lane);
   stage_weights_async<kDwWidth>(smem, static_cast<const T*>(args.weights), s);  // and syncs the block
   const uint32_t w_base = px::shared_address(smem);
 
@@ -124,8 +124,8 @@ __device__ __forceinline__ void stream_backward_dw_body(KernelShape s, BackwardA
     DzFrags<kDwWidth> dz;  // dZ of the layer above the current one (A fragments)
     for (int k = 0; k <= n_hidden + 1; ++k) {
       const uint32_t buf = buffers + b * buffer_bytes;
-      const int prev = b == 0 ? BUFFERS - 1 : b - 1;
-      px::cp_async_wait<BUFFERS - 2>();  // this item's copies (this lane's) have landed ...
+      const int prev = b == 0 ? kBwdBuffers - 1 : b - 1;
+      px::cp_async_wait<kBwdBuffers - 2>();  // this item's copies (this lane's) have landed ...
       __syncthreads();  // ... every lane's in every warp, and every warp's dZ of the item before is put
       if (k >= 1) {  // dW of layer L = n_hidden + 1 - k: dZ_L in the previous buffers, its input in these
         const int L = n_hidden + 1 - k;
@@ -133,7 +133,7 @@ __device__ __forceinline__ void stream_backward_dw_body(KernelShape s, BackwardA
         const int n0 = (warp & 1) * (in_l / 2), n_tiles8 = in_l / 16;
         if (m0 < out_l) {
           float acc[4][4] = {};
-          dw_round_products<T, BUFFERS>(acc, all_buffers, buffer_bytes, stage_stride, prev, b, sources, m0, n0, n_tiles8, lane);
+          dw_round_products<T>(acc, all_buffers, buffer_bytes, stage_stride, prev, b, sources, m0, n0, n_tiles8, lane);
           float* slice = dw + L * kDwLayerFloats;
 #pragma unroll
           for (int j = 0; j < 4; ++j) {
@@ -170,8 +170,8 @@ __device__ __forceinline__ void stream_backward_dw_body(KernelShape s, BackwardA
             for (int i = 0; i < 4; ++i) dz[mt][ks][i] = d[mt][ks][i];
         put_fragments<kDwWidth>(buf, stage_stride, dz, lane);  // dZ for the next item's dW
       }
-      load_dw_item<T, BUFFERS>(next, buffers, buffer_bytes, stage_stride, args, s, n_tiles, step, lane);
-      b = b == BUFFERS - 1 ? 0 : b + 1;
+      load_dw_item<T>(next, buffers, buffer_bytes, stage_stride, args, s, n_tiles, step, lane);
+      b = b == kBwdBuffers - 1 ? 0 : b + 1;
     }
   }
   px::cp_async_wait<0>();
@@ -188,24 +188,21 @@ __device__ __forceinline__ void stream_backward_dw_body(KernelShape s, BackwardA
   }
 }
 
-// BUFFERS: the ring per warp, 4 (two items in flight) where shared memory allows, else 3.
-template <int BUFFERS>
 __global__ void __launch_bounds__(kDwWarps* kWarpSize, 1)
     stream_backward_dw_kernel_f16(KernelShape s, BackwardArgs args, int weight_bytes, int stage_stride, int64_t n_tiles,
                                   float* partial) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  stream_backward_dw_body<__half, BUFFERS>(s, args, weight_bytes, stage_stride, n_tiles, partial);
+  stream_backward_dw_body<__half>(s, args, weight_bytes, stage_stride, n_tiles, partial);
 #else
   __trap();  // never launched: the launcher checks the architecture first
 #endif
 }
 
-template <int BUFFERS>
 __global__ void __launch_bounds__(kDwWarps* kWarpSize, 1)
     stream_backward_dw_kernel_bf16(KernelShape s, BackwardArgs args, int weight_bytes, int stage_stride,
                                    int64_t n_tiles, float* partial) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  stream_backward_dw_body<__nv_bfloat16, BUFFERS>(s, args, weight_bytes, stage_stride, n_tiles, partial);
+  stream_backward_dw_body<__nv_bfloat16>(s, args, weight_bytes, stage_stride, n_tiles, partial);
 #else
   __trap();  // never launched: the launcher checks the architecture first
 #endif
