@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Runs on the device: one bounded round for a change to the fused MLPs — GPU tests (FILTER), an
+# optional compute-sanitizer memcheck + racecheck over SAN (TINYFUSE_QUICK=1), PyTorch's MLP
+# baseline and tinyfuse-bench (FullyFusedMLP, Width64FusedMLP; widths 64, 128; 2^14 ... 2^22) in
+# the same call (NO_TORCH=1 leaves PyTorch out), and ncu per-kernel times of one training step at
+# 64 wide, 2^20 rows (clocks and caches left as they run). Logs and JSON under $OUT.
+# Usage (from the repository root, after scripts/gpu/prepare_carry.sh; carry .devpack):
+#   FILTER='FusedWeightGrads.*' SAN='FusedWeightGrads.*' bash scripts/gpu/round.sh
+set -u
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+mkdir -p .devcarry && tar -C .devcarry -xJf .devpack/devcarry.tar.xz
+export LD_LIBRARY_PATH=$PWD/.devcarry/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export TINYFUSE_BUILD_COMMIT="$(tr '\n' ' ' < .devcarry/commit)"
+B=.devcarry/bin
+{ nvidia-smi -L; cat .devcarry/commit; date -u +%FT%TZ; } > $OUT/card.txt; cat $OUT/card.txt
+t0=$SECONDS
+timeout 300 $B/tinyfuse_gpu_tests --gtest_brief=1 --gtest_filter="${FILTER:-*Loss*:*FullyFused*:*FusedStreamForward*:*FusedWgmma*:*TrainingTrajectory*:*Qualification*:*Trainer*}" > $OUT/tests.log 2>&1
+echo "== tests exit $? in $((SECONDS - t0)) s"; grep -E "^\[  (FAILED|SKIPPED) |tests? ran|PASSED" $OUT/tests.log | tail -20
+if [ -n "${SAN:-}" ]; then
+  for tool in memcheck racecheck; do
+    t0=$SECONDS
+    TINYFUSE_QUICK=1 timeout 200 compute-sanitizer --tool $tool --error-exitcode 3 $B/tinyfuse_gpu_tests --gtest_brief=1 --gtest_filter="$SAN" > $OUT/san-$tool.log 2>&1
+    echo "== $tool exit $? in $((SECONDS - t0)) s; $(grep -h 'ERROR SUMMARY\|RACECHECK SUMMARY' $OUT/san-$tool.log | tail -n 1)"
+  done
+fi
+if [ -z "${NO_TORCH:-}" ]; then
+t0=$SECONDS
+PYTHONUNBUFFERED=1 timeout 240 python3 benchmarks/torch/torch_mlp.py --out $OUT/torch.json > $OUT/torch.log 2>&1
+echo "== torch exit $? in $((SECONDS - t0)) s"
+CMP="--ceilings $OUT/torch.json --compare $OUT/torch.json"
+fi
+t0=$SECONDS
+timeout 200 $B/tinyfuse-bench --device cuda --networks FullyFusedMLP,Width64FusedMLP --widths 64,128 --skip-encodings ${CMP:-} --out $OUT/bench.json > $OUT/bench.log 2>&1
+echo "== bench exit $? in $((SECONDS - t0)) s"; grep -E "^(FullyFused|Width64)" $OUT/bench.log | head -40
+N="ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv"
+timeout 120 $N $B/tinyfuse-bench --device cuda --networks FullyFusedMLP --widths 64 --batches 20 --warmup 1 --repeats 2 --skip-encodings --out /tmp/p.json > $OUT/ncu-train.csv 2> $OUT/ncu-train.err
+echo "== ncu exit $?"
+python3 - $OUT/ncu-train.csv <<'PY'
+import csv, sys
+rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
+h = rows[0]; k = h.index("Kernel Name"); v = h.index("Metric Value")
+for r in rows[1:]:
+    print(f"{float(r[v].replace(',', '')) / 1000:9.1f} us  {r[k][:100]}")
+PY
