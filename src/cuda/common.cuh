@@ -37,6 +37,11 @@ inline gpuStream_t stream_of(Stream s) { return s ? static_cast<gpuStream_t>(s) 
 
 constexpr int kThreadsPerBlock = 256;
 
+// 16-byte copies (cp.async, vector loads and stores) need 16-byte aligned addresses; for rows of
+// 16-bit elements every row starts aligned when the first does and the row stride is a multiple of 8.
+inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+inline bool rows_aligned16_16bit(const TensorView& t) { return aligned16(t.data) && t.strides[0] % 8 == 0; }
+
 inline unsigned blocks_for(int64_t n, int threads = kThreadsPerBlock) {
   return static_cast<unsigned>((n + threads - 1) / threads);
 }

@@ -49,6 +49,14 @@ int resident_blocks_per_sm(const void* kernel, int threads, size_t smem) {
   return n;
 }
 
+int64_t persistent_grid_blocks(const void* kernel, int threads, size_t smem, int64_t n_tiles, int tiles_per_block) {
+  const DeviceLimits& dev = device_limits();
+  if (smem > dev.max_smem_per_block) return 0;
+  const int per_sm = resident_blocks_per_sm(kernel, threads, smem);
+  if (per_sm < 1) return 0;
+  return std::min<int64_t>((n_tiles + tiles_per_block - 1) / tiles_per_block, static_cast<int64_t>(per_sm) * dev.sm_count);
+}
+
 void check_device_supports(DType t, const FusedShape& shape, const std::string& otype) {
   if (gpu_count() == 0) return;  // nothing can run; the first call reports that
   const DeviceLimits& dev = device_limits();

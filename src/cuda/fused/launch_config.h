@@ -27,6 +27,11 @@ const DeviceLimits& device_limits();
 // cannot lower it under each other).
 int resident_blocks_per_sm(const void* kernel, int threads, size_t smem);
 
+// Blocks of a persistent-grid launch over n_tiles tiles, tiles_per_block per block and round: one
+// round's worth, capped at what the SMs hold at once; 0 when not one block fits (smem over the
+// device's limit, or no block resident).
+int64_t persistent_grid_blocks(const void* kernel, int threads, size_t smem, int64_t n_tiles, int tiles_per_block);
+
 struct LaunchConfig {
   unsigned grid = 0;  // 0: nothing to launch (empty batch)
   size_t smem_bytes = 0;

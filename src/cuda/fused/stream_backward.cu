@@ -7,12 +7,10 @@ namespace tinyfuse::cuda::fused {
 
 namespace {
 
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
 template <typename T, int WIDTH, Epilogue HIDDEN, Epilogue OUT>
 bool launch_backward_variant(const FusedShape& shape, const BackwardArgs& args, gpuStream_t stream) {
   using Tl = StreamTiling<WIDTH>;
-  const DeviceLimits& dev = device_limits();
   const SmemPlan plan = plan_smem(shape, sizeof(T), static_cast<size_t>(-1));  // every layer resident
   const size_t weight_bytes = (plan.bytes + 15) / 16 * 16;
   // A buffer holds a hidden layer's saved rows then its dZ, dL/doutput (and out_z beside it), or
@@ -22,13 +20,11 @@ bool launch_backward_variant(const FusedShape& shape, const BackwardArgs& args, 
                 args.dL_dinput ? shape.in_width : 0});
   const int stage_stride = (stage_cols + kSmemPad) * static_cast<int>(sizeof(T));
   const size_t smem = weight_bytes + static_cast<size_t>(kWarpsPerBlock) * kBwdBuffers * Tl::kRows * stage_stride;
-  if (smem > dev.max_smem_per_block) return false;
   const auto kernel = stream_backward_kernel<T, WIDTH, HIDDEN, OUT>;
-  const int per_sm = resident_blocks_per_sm(reinterpret_cast<const void*>(kernel), kWarpsPerBlock * kWarpSize, smem);
-  if (per_sm < 1) return false;
   const int64_t n_tiles = (args.batch + Tl::kRows - 1) / Tl::kRows;
-  const int64_t blocks = std::min<int64_t>((n_tiles + kWarpsPerBlock - 1) / kWarpsPerBlock,
-                                           static_cast<int64_t>(per_sm) * dev.sm_count);
+  const int64_t blocks = persistent_grid_blocks(reinterpret_cast<const void*>(kernel), kWarpsPerBlock * kWarpSize, smem,
+                                                n_tiles, kWarpsPerBlock);
+  if (blocks < 1) return false;
   kernel<<<static_cast<unsigned>(blocks), kWarpsPerBlock * kWarpSize, smem, stream>>>(
       kernel_shape(shape, true), args, static_cast<int>(weight_bytes), stage_stride, n_tiles);
   TF_GPU_CHECK_LAUNCH("stream_backward_kernel");

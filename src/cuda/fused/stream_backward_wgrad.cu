@@ -9,7 +9,6 @@ namespace tinyfuse::cuda::fused {
 
 namespace {
 
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
 // The shapes the kernel is written for (its header says why these).
 bool shape_applies(const FusedShape& shape) {
@@ -41,13 +40,8 @@ const void* kernel_for(DType t) {
 // Blocks of a launch for `batch` rows: one per SM at most (the kernel is sized for one), fewer
 // when the batch has fewer rounds of tiles.
 int64_t dw_blocks(const FusedShape& shape, DType t, int64_t batch) {
-  const DeviceLimits& dev = device_limits();
-  const DwPlan p = dw_plan(shape);
-  if (p.smem > dev.max_smem_per_block) return 0;
-  const int per_sm = resident_blocks_per_sm(kernel_for(t), kDwWarps * kWarpSize, p.smem);
-  if (per_sm < 1) return 0;
   const int64_t n_tiles = (batch + StreamTiling<kDwWidth>::kRows - 1) / StreamTiling<kDwWidth>::kRows;
-  return std::min<int64_t>((n_tiles + kDwWarps - 1) / kDwWarps, static_cast<int64_t>(per_sm) * dev.sm_count);
+  return persistent_grid_blocks(kernel_for(t), kDwWarps * kWarpSize, dw_plan(shape).smem, n_tiles, kDwWarps);
 }
 
 }  // namespace

@@ -9,7 +9,6 @@ namespace tinyfuse::cuda::fused {
 
 namespace {
 
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
 }  // namespace
 

@@ -25,20 +25,16 @@ int preferred_groups(int width) { return width == 128 ? 3 : 2; }
 
 template <typename T, int WIDTH, Epilogue HIDDEN, Epilogue OUT>
 bool launch_variant(const FusedShape& shape, const ForwardArgs& args, gpuStream_t stream) {
-  const DeviceLimits& dev = device_limits();
   const KernelShape ks = kernel_shape(shape, true);
   const int pitch = (std::max(shape.in_width, shape.out_width) + kSmemPad) * static_cast<int>(sizeof(T));
   const size_t weights = 1024 + static_cast<size_t>(wgmma::all_layers_bytes(WIDTH, ks));  // + alignment slack
   const auto kernel = wgmma::inference_kernel<T, WIDTH, HIDDEN, OUT>;
   for (int groups = preferred_groups(WIDTH); groups >= 1; --groups) {
     const size_t smem = weights + static_cast<size_t>(groups) * 4 * wgmma::kStages * wgmma::kWarpRows * pitch;
-    if (smem > dev.max_smem_per_block) continue;
     const int threads = groups * wgmma::kGroupThreads;
-    const int per_sm = resident_blocks_per_sm(reinterpret_cast<const void*>(kernel), threads, smem);
-    if (per_sm < 1) continue;
     const int64_t n_tiles = (args.batch + wgmma::kGroupRows - 1) / wgmma::kGroupRows;
-    const int64_t blocks =
-        std::min<int64_t>((n_tiles + groups - 1) / groups, static_cast<int64_t>(per_sm) * dev.sm_count);
+    const int64_t blocks = persistent_grid_blocks(reinterpret_cast<const void*>(kernel), threads, smem, n_tiles, groups);
+    if (blocks < 1) continue;
     kernel<<<static_cast<unsigned>(blocks), threads, smem, stream>>>(ks, args, pitch, n_tiles);
     TF_GPU_CHECK_LAUNCH("wgmma::inference_kernel");
     return true;

@@ -78,9 +78,7 @@ Variant prepare_variant(const std::string& device_name, int threads) {
   return v;
 }
 
-bool vector_io(const TensorView& t) {
-  return (reinterpret_cast<uintptr_t>(t.data) & 15) == 0 && t.strides[0] % 8 == 0;
-}
+bool vector_io(const TensorView& t) { return rows_aligned16_16bit(t); }
 
 class Width64FusedMlp final : public MlpBase {
  public:
