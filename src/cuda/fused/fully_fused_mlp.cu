@@ -36,9 +36,7 @@ constexpr size_t kAlign = 256;  // bytes: start of every sub-allocation
 
 size_t round_up(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 
-bool kernel_ready(const TensorView& v) {
-  return reinterpret_cast<uintptr_t>(v.data) % 16 == 0 && v.strides[0] % 8 == 0;
-}
+bool kernel_ready(const TensorView& v) { return rows_aligned16_16bit(v); }
 
 // A matrix the kernels can use in place of a caller's view: the view itself, or aligned scratch.
 struct Staged {
@@ -150,11 +148,7 @@ class FullyFusedMlp final : public MlpBase {
     // Scratch: every layer's dZ, and the weight-gradient partial sums of one launch's layers
     // (fused::kWeightGradLayersPerLaunch at a time; reused launch by launch).
     const size_t w = spec_.n_neurons, out = spec_.padded_output_width;
-    std::vector<fused::WeightGradLayer> grads(layers_.size());
-    for (size_t li = 0; li < layers_.size(); ++li) {
-      grads[li].rows = static_cast<int>(layers_[li].out);
-      grads[li].cols = static_cast<int>(layers_[li].in);
-    }
+    std::vector<fused::WeightGradLayer> grads = weight_grad_layers();
     size_t partial_floats = 0;
     for (size_t first = 0; first < grads.size(); first += fused::kWeightGradLayersPerLaunch)
       partial_floats = std::max(partial_floats, fused::weight_grad_partial_floats(batch, &grads[first], launch_layers(first)));
@@ -189,7 +183,6 @@ class FullyFusedMlp final : public MlpBase {
       g.ld_dz = g.rows;
       g.x = li == 0 ? x0.data : static_cast<const void*>(ctx->hidden_y + (li - 1) * batch * w);
       g.ld_x = li == 0 ? x0.ld : static_cast<int64_t>(w);
-      g.grad = gradients_ + layers_[li].weight_offset;
     }
     for (size_t first = 0; first < grads.size(); first += fused::kWeightGradLayersPerLaunch)
       fused::launch_weight_gradients(kDType, batch, &grads[first], launch_layers(first), partial,
@@ -224,16 +217,22 @@ class FullyFusedMlp final : public MlpBase {
     float* p = static_cast<float*>(partial.data());
     const int64_t chunks = fused::launch_backward_fused_weight_grads(kDType, shape_, a, p, s);
     if (chunks == 0) return false;
-    std::vector<fused::WeightGradLayer> grads(layers_.size());
-    for (size_t li = 0; li < layers_.size(); ++li) {
-      grads[li].rows = static_cast<int>(layers_[li].out);
-      grads[li].cols = static_cast<int>(layers_[li].in);
-      grads[li].grad = gradients_ + layers_[li].weight_offset;
-    }
+    const std::vector<fused::WeightGradLayer> grads = weight_grad_layers();
     fused::launch_weight_grad_reduce(kDType, chunks, grads.data(), static_cast<int>(grads.size()), p,
                                      mode == GradientMode::Accumulate, s);
     return true;
 #endif
+  }
+
+  // Each layer's weight-gradient shape and destination; the operands are the caller's.
+  std::vector<fused::WeightGradLayer> weight_grad_layers() const {
+    std::vector<fused::WeightGradLayer> grads(layers_.size());
+    for (size_t li = 0; li < layers_.size(); ++li) {
+      grads[li].rows = static_cast<int>(layers_[li].out);
+      grads[li].cols = static_cast<int>(layers_[li].in);
+      grads[li].grad = gradients_ ? gradients_ + layers_[li].weight_offset : nullptr;  // none for dL/dinput alone
+    }
+    return grads;
   }
 
   // Layers in the weight-gradient launch that starts at layer `first`.
