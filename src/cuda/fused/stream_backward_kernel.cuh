@@ -34,6 +34,18 @@ constexpr int kStreamBackwardMinArch = 800;
 template <int WIDTH>
 using DzFrags = uint32_t[StreamTiling<WIDTH>::kMTiles][StreamTiling<WIDTH>::kKSteps][4];
 
+// dst = src, register by register (arrays do not assign): the dZ just formed becomes the layer
+// above's for the next item.
+template <int WIDTH>
+__device__ __forceinline__ void copy_fragments(DzFrags<WIDTH>& dst, const DzFrags<WIDTH>& src) {
+#pragma unroll
+  for (int mt = 0; mt < StreamTiling<WIDTH>::kMTiles; ++mt)
+#pragma unroll
+    for (int ks = 0; ks < StreamTiling<WIDTH>::kKSteps; ++ks)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) dst[mt][ks][i] = src[mt][ks][i];
+}
+
 // Byte address of the ldmatrix .trans row lane `lane` supplies for the B fragments of the
 // 8-column tiles n0 and n0 + 8 at k rows k0 .. k0 + 15 of W (K x N, row-major in shared memory):
 // matrices (k +0, n0), (k +8, n0), (k +0, n0 + 8), (k +8, n0 + 8), as backward.cu's product_step.
@@ -262,12 +274,7 @@ __device__ __forceinline__ void stream_backward_body(KernelShape s, BackwardArgs
               d, dz, w_base + 2 * static_cast<uint32_t>(layer_smem_offset(WIDTH, s, l + 1)), buf, stage_stride, act,
               from_y, lane);
         }
-#pragma unroll
-        for (int mt = 0; mt < Tl::kMTiles; ++mt)
-#pragma unroll
-          for (int ks = 0; ks < Tl::kKSteps; ++ks)
-#pragma unroll
-            for (int i = 0; i < 4; ++i) dz[mt][ks][i] = d[mt][ks][i];
+        copy_fragments<WIDTH>(dz, d);
         __syncwarp();  // every lane has read the saved rows before the buffer takes dZ
         if (dz_base) {
           put_fragments<WIDTH>(buf, stage_stride, dz, lane);

@@ -162,12 +162,7 @@ __device__ __forceinline__ void stream_backward_dw_body(KernelShape s, BackwardA
       }
       __syncthreads();  // every warp is done reading these buffers and the previous ones
       if (hidden_item && has_tile) {
-#pragma unroll
-        for (int mt = 0; mt < Tl::kMTiles; ++mt)
-#pragma unroll
-          for (int ks = 0; ks < Tl::kKSteps; ++ks)
-#pragma unroll
-            for (int i = 0; i < 4; ++i) dz[mt][ks][i] = d[mt][ks][i];
+        copy_fragments<kDwWidth>(dz, d);
         put_fragments<kDwWidth>(buf, stage_stride, dz, lane);  // dZ for the next item's dW
       }
       load_dw_item<T>(next, buffers, buffer_bytes, stage_stride, args, s, n_tiles, step, lane);

@@ -63,18 +63,28 @@ __device__ __forceinline__ int layer_of(const int64_t (&begin)[kWeightGradLayers
   return l;
 }
 
-// A block's 64 x 64 tile of dW: its layer and the tile's first row and column.
+// What a block of the partial-product grid works on: its layer's operands, its 64 x 64 tile of
+// dW (first row m0, first column n0), the layer's partials ([chunk][rows][cols]) and its chunk of
+// the batch (rows r_begin .. r_end - 1). Both partial kernels (CUDA and HIP) unpack it.
+template <typename T>
 struct BlockTile {
-  WeightGradLayer layer;
-  int m0, n0;
-  float* partial;  // the layer's partials, [chunk][rows][cols]
+  const T *dz, *x;
+  int64_t ld_dz, ld_x;
+  int rows, cols, m0, n0;
+  float* partial;
+  int64_t chunk, r_begin, r_end;
 };
-__device__ __forceinline__ BlockTile block_tile(const LayerSet& set, float* partial) {
+template <typename T>
+__device__ __forceinline__ BlockTile<T> block_tile(const LayerSet& set, float* partials, int64_t batch,
+                                                   int64_t chunk_rows) {
   const int l = layer_of(set.tile_begin, set.n, blockIdx.x);
   const WeightGradLayer& layer = set.layer[l];
   const int tiles_n = (layer.cols + kTile - 1) / kTile;
   const int local = static_cast<int>(blockIdx.x - set.tile_begin[l]);
-  return {layer, (local / tiles_n) * kTile, (local % tiles_n) * kTile, partial + set.partial_begin[l]};
+  const int64_t chunk = blockIdx.y, r_begin = chunk * chunk_rows;
+  return {static_cast<const T*>(layer.dz), static_cast<const T*>(layer.x), layer.ld_dz, layer.ld_x,
+          layer.rows, layer.cols, (local / tiles_n) * kTile, (local % tiles_n) * kTile,
+          partials + set.partial_begin[l], chunk, r_begin, std::min(batch, r_begin + chunk_rows)};
 }
 
 // One 32 x 64 slab of a row-major matrix into shared memory; zero outside rows [.., row_end)
@@ -143,14 +153,8 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize)
   static_assert(kWarpsPerBlock == 4, "a block is 2 x 2 warps of 32 x 32");
   __shared__ __align__(16) T s_dz[kPipe][kStepRows][kStride];
   __shared__ __align__(16) T s_x[kPipe][kStepRows][kStride];
-  const BlockTile bt = block_tile(set, partials);
-  const T* dz = static_cast<const T*>(bt.layer.dz);
-  const T* x = static_cast<const T*>(bt.layer.x);
-  const int64_t ld_dz = bt.layer.ld_dz, ld_x = bt.layer.ld_x;
-  const int rows = bt.layer.rows, cols = bt.layer.cols, m0 = bt.m0, n0 = bt.n0;
-  float* partial = bt.partial;
-  const int64_t chunk = blockIdx.y;
-  const int64_t r_begin = chunk * chunk_rows, r_end = std::min(batch, r_begin + chunk_rows);
+  const auto [dz, x, ld_dz, ld_x, rows, cols, m0, n0, partial, chunk, r_begin, r_end] =
+      block_tile<T>(set, partials, batch, chunk_rows);
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int wm = (warp / 2) * kWarpTile, wn = (warp % 2) * kWarpTile;  // within the block tile
   const bool active = m0 + wm < rows && n0 + wn < cols;  // warp-uniform
@@ -232,14 +236,8 @@ __global__ void __launch_bounds__(kPartialThreads)
     weight_grad_partial_kernel(int64_t batch, LayerSet set, int64_t chunk_rows, float* partials) {
   __shared__ __align__(16) T s_dz[kStepRows][kStride];
   __shared__ __align__(16) T s_x[kStepRows][kStride];
-  const BlockTile bt = block_tile(set, partials);
-  const T* dz = static_cast<const T*>(bt.layer.dz);
-  const T* x = static_cast<const T*>(bt.layer.x);
-  const int64_t ld_dz = bt.layer.ld_dz, ld_x = bt.layer.ld_x;
-  const int rows = bt.layer.rows, cols = bt.layer.cols, m0 = bt.m0, n0 = bt.n0;
-  float* partial = bt.partial;
-  const int64_t chunk = blockIdx.y;
-  const int64_t r_begin = chunk * chunk_rows, r_end = std::min(batch, r_begin + chunk_rows);
+  const auto [dz, x, ld_dz, ld_x, rows, cols, m0, n0, partial, chunk, r_begin, r_end] =
+      block_tile<T>(set, partials, batch, chunk_rows);
   const int pm = (threadIdx.x / (kTile / kPiece)) * kPiece, pn = (threadIdx.x % (kTile / kPiece)) * kPiece;
 
   float acc[kPiece][kPiece] = {};
