@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "tinyfuse/object.h"
+#include "tinyfuse/tensor.h"
 
 namespace tinyfuse {
 
@@ -17,5 +18,7 @@ LossKind parse_loss_config(const json& config, const std::string& path = "loss")
 // Loss::evaluate's values are (batch, width) per element or (batch, 1) per row (loss.h); any
 // other column count is a ShapeError that names both.
 void check_loss_values_shape(const TensorView& values, int64_t batch, int64_t width);
+// Whether those values are per row (a width-1 prediction's are both: per element, then).
+inline bool loss_values_per_row(const TensorView& values, int64_t width) { return values.cols() == 1 && width != 1; }
 
 }  // namespace tinyfuse

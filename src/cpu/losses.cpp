@@ -39,7 +39,7 @@ class CpuLoss final : public Loss {
     auto at = [](const TensorView& v, int64_t b, int64_t d) -> T& {
       return static_cast<T*>(v.data)[b * v.strides[0] + d * v.strides[1]];
     };
-    const bool row_values = values.cols() == 1 && width != 1;  // each row's terms summed (loss.h's order), divided once
+    const bool row_values = loss_values_per_row(values, width);  // each row's terms summed (loss.h's order), divided once
     parallel_for(batch, 2048, [&](int64_t b0, int64_t b1) {
       for (int64_t b = b0; b < b1; ++b) {
         T lum = 0;

@@ -109,8 +109,7 @@ template <typename P, bool kVectorTarget, bool kRowValues, bool kPdf>
 __global__ void dense_loss_kernel(LossKind kind, int64_t batch, int width, int dims, float n, float scale,
                                   const P* __restrict__ prediction, int64_t prediction_rs,
                                   Strided<const float> target, float* __restrict__ values, int64_t values_rs,
-                                  P* __restrict__ gradients, int64_t gradients_rs, Strided<const float> pdf,
-                                  bool has_pdf) {
+                                  P* __restrict__ gradients, int64_t gradients_rs, Strided<const float> pdf) {
   __shared__ float group_sums[kRowValues ? kThreadsPerBlock : 1];
   const int groups = width / 8;
   for (int64_t base = static_cast<int64_t>(blockIdx.x) * blockDim.y; base < batch;
@@ -172,15 +171,21 @@ __global__ void dense_loss_kernel(LossKind kind, int64_t batch, int width, int d
   }
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // Rows of a multiple of 8 elements, unit column stride, 16-byte aligned: dense_loss_kernel's case.
 bool dense_rows(const TensorView& v) {
   return v.cols() % 8 == 0 && v.strides[1] == 1 && v.strides[0] % 8 == 0 && aligned16(v.data);
 }
 
-// Values per row (batch, 1) or per element (batch, width); loss.h says which a caller may pass.
-bool per_row_values(const TensorView& values, int64_t width) { return values.cols() == 1 && width != 1; }
+// dense_loss_kernel's instance for the run-time choices (each a template argument).
+template <typename P, bool kVectorTarget, bool kRowValues>
+auto dense_kernel_for(bool with_pdf) {
+  return with_pdf ? dense_loss_kernel<P, kVectorTarget, kRowValues, true> : dense_loss_kernel<P, kVectorTarget, kRowValues, false>;
+}
+template <typename P, bool kVectorTarget>
+auto dense_kernel_for(bool row_values, bool with_pdf) {
+  return row_values ? dense_kernel_for<P, kVectorTarget, true>(with_pdf) : dense_kernel_for<P, kVectorTarget, false>(with_pdf);
+}
 
 template <typename P>
 void launch_loss(LossKind kind, float loss_scale, const TensorView& prediction, const TensorView& target,
@@ -189,7 +194,7 @@ void launch_loss(LossKind kind, float loss_scale, const TensorView& prediction, 
   const float n = static_cast<float>(batch * dims);  // (unused when dims == 0: every column is padding)
   const Strided<const float> pdf = data_pdf ? strided<const float>(*data_pdf) : Strided<const float>{nullptr, 0, 0};
   const Strided<const float> t = strided<const float>(target);
-  const bool row_values = per_row_values(values, width);
+  const bool row_values = loss_values_per_row(values, width);
   const int64_t groups = width / 8;
   const bool dense = dense_rows(prediction) && dense_rows(gradients) && width <= (1 << 20) &&
                      (row_values ? groups <= 32 : dense_rows(values));
@@ -198,17 +203,12 @@ void launch_loss(LossKind kind, float loss_scale, const TensorView& prediction, 
     const int64_t blocks = std::min<int64_t>((batch + by - 1) / by, 1 << 20);
     const bool vector_target = target.strides[1] == 1 && target.strides[0] % 4 == 0 && aligned16(target.data);
     const bool with_pdf = data_pdf != nullptr;
-    auto kernel = dense_loss_kernel<P, false, false, false>;
-    if (row_values)
-      kernel = vector_target ? (with_pdf ? dense_loss_kernel<P, true, true, true> : dense_loss_kernel<P, true, true, false>)
-                             : (with_pdf ? dense_loss_kernel<P, false, true, true> : dense_loss_kernel<P, false, true, false>);
-    else
-      kernel = vector_target ? (with_pdf ? dense_loss_kernel<P, true, false, true> : dense_loss_kernel<P, true, false, false>)
-                             : (with_pdf ? dense_loss_kernel<P, false, false, true> : dense_loss_kernel<P, false, false, false>);
+    const auto kernel = vector_target ? dense_kernel_for<P, true>(row_values, with_pdf)
+                                      : dense_kernel_for<P, false>(row_values, with_pdf);
     kernel<<<static_cast<unsigned>(blocks), dim3(bx, by), 0, stream>>>(
         kind, batch, static_cast<int>(width), static_cast<int>(dims), n, loss_scale, static_cast<const P*>(prediction.data),
         prediction.strides[0], t, static_cast<float*>(values.data), values.strides[0], static_cast<P*>(gradients.data),
-        gradients.strides[0], pdf, data_pdf != nullptr);
+        gradients.strides[0], pdf);
     TF_GPU_CHECK_LAUNCH("dense_loss_kernel");
     return;
   }
