@@ -17,6 +17,8 @@ namespace tinyfuse {
 
 using json = nlohmann::json;
 
+class Loss;
+
 // Forward state a backward() needs (activations, ...). Each object subclasses it.
 struct Context {
   virtual ~Context() = default;
@@ -72,6 +74,16 @@ class DifferentiableObject {
                         const TensorView& dL_doutput, const TensorView* dL_dinput,
                         bool use_inference_params = false,
                         GradientMode param_gradients_mode = GradientMode::Overwrite) = 0;
+
+  // A training forward with `loss` evaluated on its output (the Trainer's step): the context, and
+  // `values` / `gradients` as loss.evaluate(loss_scale, output, target, values, gradients,
+  // data_pdf) writes them. By default forward() into `output`, then the loss. An object that can
+  // evaluate the loss while its output is still on chip does so instead (FullyFusedMLP on sm_90
+  // for the built-in per-element losses: the same bits) and may leave `output` unwritten; its
+  // backward() then does not read `output`.
+  virtual std::unique_ptr<Context> forward_with_loss(const TensorView& input, const TensorView& output, const Loss& loss,
+                                                     float loss_scale, const TensorView& target, const TensorView& values,
+                                                     const TensorView& gradients, const TensorView* data_pdf = nullptr);
 
   // Second derivatives through the input gradients (tiny-cuda-nn's backward_backward_input), for
   // losses that depend on dL/dinput (an eikonal term, say). backward() computed

@@ -88,6 +88,17 @@ class NetworkWithInputEncoding final : public DifferentiableObject {
     return ctx;
   }
 
+  // The network folds the loss into its forward where it can (object.h).
+  std::unique_ptr<Context> forward_with_loss(const TensorView& input, const TensorView& output, const Loss& loss,
+                                             float loss_scale, const TensorView& target, const TensorView& values,
+                                             const TensorView& gradients, const TensorView* data_pdf) override {
+    auto ctx = std::make_unique<ComposedContext>();
+    TensorView enc = encoded_view(ctx->encoded, input);
+    ctx->encoding_ctx = encoding_->forward(input, &enc, false, false);
+    ctx->network_ctx = network_->forward_with_loss(enc, output, loss, loss_scale, target, values, gradients, data_pdf);
+    return ctx;
+  }
+
   void backward(const Context& base_ctx, const TensorView& input, const TensorView& output,
                 const TensorView& dL_doutput, const TensorView* dL_dinput, bool use_inference_params,
                 GradientMode mode) override {

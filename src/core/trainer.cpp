@@ -145,8 +145,8 @@ void Trainer::forward_backward(const TensorView& input, const TensorView& target
   TensorView values = loss_values_.matrix(loss_value_dtype(), batch, 1, input.stream);
   TensorView grads = loss_gradients_.matrix(out_t, batch, width, input.stream);
   try {
-    auto ctx = model_->forward(input, &output, false, false);
-    loss_->evaluate(loss_scale_, output, target, values, grads, data_pdf);
+    // (The model may evaluate the loss inside its forward and leave `output` unwritten: object.h.)
+    auto ctx = model_->forward_with_loss(input, output, *loss_, loss_scale_, target, values, grads, data_pdf);
     model_->backward(*ctx, input, output, grads, nullptr, false, GradientMode::Overwrite);
   } catch (const std::bad_alloc&) {
     // A scratch allocation the size checks let through failed: report it as tinyfuse's error.

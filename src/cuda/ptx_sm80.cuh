@@ -83,6 +83,19 @@ __device__ __forceinline__ void st_shared_16(uint32_t address, uint4 v) {
 __device__ __forceinline__ void st_shared_4(uint32_t address, uint32_t v) {
   asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(address), "r"(v) : "memory");
 }
+__device__ __forceinline__ uint32_t ld_shared_4(uint32_t address) {
+  uint32_t v;
+  asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(address) : "memory");
+  return v;
+}
+// 16-byte global load marked streaming (evict first): read once, as a loss target is.
+__device__ __forceinline__ uint4 ld_global_streaming_16(const void* p) {
+  uint4 v;
+  asm volatile("ld.global.cs.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
 // 16-byte global store marked streaming (evict first): outputs are not read again by this kernel.
 __device__ __forceinline__ void st_global_streaming_16(void* p, uint4 v) {
   asm volatile("st.global.cs.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)

@@ -261,29 +261,34 @@ ForwardPath forward_path() {
 void force_forward_path(ForwardPath path) { g_forward_path.store(static_cast<int>(path)); }
 
 namespace {
-std::atomic<int> g_fused_wgrad{-1};  // -1: the environment decides at the first call
-}  // namespace
-
-bool fused_weight_grads() {
-  int v = g_fused_wgrad.load();
+// An on/off switch the environment sets at its first read ("0" is off) unless a test forced it.
+// state: -1 undecided, 0 off, 1 on.
+bool env_switch(std::atomic<int>& state, const char* variable) {
+  int v = state.load();
   if (v < 0) {
-    const char* e = std::getenv("TINYFUSE_FUSED_WGRAD");
+    const char* e = std::getenv(variable);
     int unset = -1;
-    g_fused_wgrad.compare_exchange_strong(unset, e && std::strcmp(e, "0") == 0 ? 0 : 1);
-    v = g_fused_wgrad.load();
+    state.compare_exchange_strong(unset, e && std::strcmp(e, "0") == 0 ? 0 : 1);
+    v = state.load();
   }
   return v == 1;
 }
 
-void force_fused_weight_grads(bool on) { g_fused_wgrad.store(on ? 1 : 0); }
-
-namespace {
-std::atomic<unsigned long long> g_fused_wgrad_launches{0};
+std::atomic<int> g_fused_wgrad{-1}, g_fused_loss{-1};
+std::atomic<unsigned long long> g_fused_wgrad_launches{0}, g_fused_loss_launches{0};
 }  // namespace
+
+bool fused_weight_grads() { return env_switch(g_fused_wgrad, "TINYFUSE_FUSED_WGRAD"); }
+void force_fused_weight_grads(bool on) { g_fused_wgrad.store(on ? 1 : 0); }
 unsigned long long fused_weight_grad_launches() { return g_fused_wgrad_launches.load(); }
 void count_fused_weight_grad_launch() { g_fused_wgrad_launches.fetch_add(1); }
 
+bool fused_loss() { return env_switch(g_fused_loss, "TINYFUSE_FUSED_LOSS"); }
+void force_fused_loss(bool on) { g_fused_loss.store(on ? 1 : 0); }
+unsigned long long fused_loss_launches() { return g_fused_loss_launches.load(); }
+
 void launch_forward(DType t, const FusedShape& shape, const ForwardArgs& args, gpuStream_t stream) {
+  if (args.loss.gradients) throw Error("internal: launch_forward got a loss; launch_forward_with_loss takes those");
 #if !defined(TINYFUSE_WITH_HIP)
   // Inference on Hopper goes through the wgmma kernel where it applies; inference and training
   // forward otherwise through the streaming kernel (same values as the general one, bit for bit).
@@ -297,6 +302,18 @@ void launch_forward(DType t, const FusedShape& shape, const ForwardArgs& args, g
   if (t == DType::F16) return launch_typed<__half>(shape, args, stream);
   if (t == DType::BF16) return launch_typed<__nv_bfloat16>(shape, args, stream);
   throw UnsupportedError("internal: fused MLP dtype " + to_string(t));
+}
+
+bool launch_forward_with_loss(DType t, const FusedShape& shape, const ForwardArgs& args, gpuStream_t stream) {
+#if !defined(TINYFUSE_WITH_HIP)
+  if (!args.loss.gradients || !fused_loss() || forward_path() == ForwardPath::General) return false;
+  if (!launch_stream_forward(t, shape, args, stream)) return false;
+  g_fused_loss_launches.fetch_add(1);
+  return true;
+#else
+  (void)t, (void)shape, (void)args, (void)stream;
+  return false;
+#endif
 }
 
 }  // namespace tinyfuse::cuda::fused

@@ -29,6 +29,15 @@ void force_fused_weight_grads(bool on);  // overrides the environment from now o
 unsigned long long fused_weight_grad_launches();
 void count_fused_weight_grad_launch();
 
+// Whether FullyFusedMLP may fold a built-in loss into the training forward (the Trainer's
+// forward_with_loss, launch_forward_with_loss). Same bits as forward() + Loss::evaluate; the
+// switch is for measuring and for tests that compare the two. TINYFUSE_FUSED_LOSS=0 in the
+// environment switches it off.
+bool fused_loss();
+void force_fused_loss(bool on);  // overrides the environment from now on
+// How many training forwards evaluated the loss inside (tests check the path ran).
+unsigned long long fused_loss_launches();
+
 // Shorthands of the two above.
 inline bool general_forward_forced() { return forward_path() == ForwardPath::General; }
 inline void force_general_forward(bool on) { force_forward_path(on ? ForwardPath::General : ForwardPath::Any); }

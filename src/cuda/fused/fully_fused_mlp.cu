@@ -16,10 +16,12 @@
 #include "cuda/fused/fully_fused_mlp.h"
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/mlp_base.h"
+#include "cuda/backend.h"
 #include "cuda/common.cuh"
 #include "cuda/fused/launch.h"
 #if !defined(TINYFUSE_WITH_HIP)
@@ -116,6 +118,17 @@ class FullyFusedMlp final : public MlpBase {
     auto ctx = std::make_unique<FusedContext<T>>();
     run_forward(input, use_inference_params ? inference_params_ : params_, ctx.get(), output);
     return ctx;
+  }
+
+  // The loss evaluated by the training forward's kernel where it can (launch.h, ForwardArgs::Loss):
+  // the output is then not written (backward() never reads it). Anything it cannot take in place
+  // goes the default way, forward() then the loss, which also reports bad arguments.
+  std::unique_ptr<Context> forward_with_loss(const TensorView& input, const TensorView& output, const Loss& loss,
+                                             float loss_scale, const TensorView& target, const TensorView& values,
+                                             const TensorView& gradients, const TensorView* data_pdf) override {
+    if (!data_pdf)
+      if (auto ctx = forward_folding_loss(input, loss, loss_scale, target, values, gradients)) return ctx;
+    return Network::forward_with_loss(input, output, loss, loss_scale, target, values, gradients, data_pdf);
   }
 
   void backward(const Context& base_ctx, const TensorView& input, const TensorView& /*output*/,
@@ -240,6 +253,38 @@ class FullyFusedMlp final : public MlpBase {
     return static_cast<int>(std::min<size_t>(fused::kWeightGradLayersPerLaunch, layers_.size() - first));
   }
 
+  // forward_with_loss's kernel path: null, having launched nothing, where it does not apply.
+  std::unique_ptr<Context> forward_folding_loss(const TensorView& input, const Loss& loss, float loss_scale,
+                                                const TensorView& target, const TensorView& values,
+                                                const TensorView& gradients) const {
+    const std::optional<LossKind> kind = builtin_loss_kind(loss);
+    if (!kind) return nullptr;
+    const int64_t batch = input.rows(), width = padded_output_width(), dims = target.cols();
+    const auto on_gpu_matrix = [&](const TensorView& v, DType t, int64_t cols) {
+      return v.ndim == 2 && v.dtype == t && v.device == Device::CUDA && v.rows() == batch && v.cols() == cols &&
+             v.strides[1] == 1;
+    };
+    if (input.ndim != 2 || batch < 1 || !on_gpu_matrix(target, DType::F32, dims) || dims < 1 || dims > width ||
+        !on_gpu_matrix(values, DType::F32, 1) || !on_gpu_matrix(gradients, kDType, width) || !kernel_ready(gradients))
+      return nullptr;
+    check_io(input, nullptr);
+    fused::ForwardArgs::Loss L;
+    L.kind = static_cast<int>(*kind);
+    L.scale = loss_scale;
+    L.n = static_cast<float>(batch * dims);  // as the Loss divides
+    L.dims = static_cast<int>(dims);
+    L.target = static_cast<const float*>(target.data);
+    L.ld_target = target.strides[0];
+    L.vector_target = aligned16(target.data) && target.strides[0] % 4 == 0;  // as the Loss decides
+    L.gradients = gradients.data;
+    L.ld_grad = gradients.strides[0];
+    L.values = static_cast<float*>(values.data);
+    L.values_rs = values.strides[0];
+    auto ctx = std::make_unique<FusedContext<T>>();
+    if (!run_forward(input, params_, ctx.get(), nullptr, &L)) return nullptr;
+    return ctx;
+  }
+
   void check_io(const TensorView& input, const TensorView* output) const {
     if (!params_) throw Error(name() + ": no parameters set; call set_params() (or use a Trainer) first");
     check_matrix(input, "input", -1, input_width(), kDType, Device::CUDA);
@@ -250,7 +295,9 @@ class FullyFusedMlp final : public MlpBase {
     }
   }
 
-  void run_forward(const TensorView& input, const T* weights, FusedContext<T>* keep, const TensorView* output) const {
+  // With `loss` (training only): true when the kernel evaluated it; false when none applied.
+  bool run_forward(const TensorView& input, const T* weights, FusedContext<T>* keep, const TensorView* output,
+                   const fused::ForwardArgs::Loss* loss = nullptr) const {
     const int64_t batch = input.rows();
     const gpuStream_t s = stream_of(input);
     fused::ForwardArgs a;
@@ -272,7 +319,7 @@ class FullyFusedMlp final : public MlpBase {
       a.hidden_z = keep->hidden_z;
       a.out_z = keep->out_z;
     }
-    if (batch == 0) return;
+    if (batch == 0) return true;
     const Staged in = stage(input, true, s);
     a.input = in.data;
     a.ld_in = in.ld;
@@ -282,8 +329,13 @@ class FullyFusedMlp final : public MlpBase {
       a.output = out.data;
       a.ld_out = out.ld;
     }
+    if (loss) {
+      a.loss = *loss;
+      return fused::launch_forward_with_loss(kDType, shape_, a, s);
+    }
     fused::launch_forward(kDType, shape_, a, s);
     if (output) unstage(out, *output, s);
+    return true;
   }
 
   fused::FusedShape shape_;

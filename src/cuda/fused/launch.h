@@ -49,6 +49,22 @@ struct ForwardArgs {
   void* hidden_y = nullptr;  // n_hidden dense (batch x width) matrices back to back, or null (inference)
   void* hidden_z = nullptr;  // the same for z, or null
   void* out_z = nullptr;     // the output layer's z, dense (batch x out_width), or null
+  // A loss folded into the training forward (the streaming kernel only, stream_launch.h): with
+  // loss.gradients set, the kernel evaluates the loss on each output row while it is on chip, as
+  // the GPU Loss does with per-row values, and the output need not be written at all.
+  struct Loss {
+    int kind = 0;          // a LossKind other than RelativeL2Luminance
+    float scale = 1.0f;    // the loss scale
+    float n = 1.0f;        // the element count the loss divides by (batch x dims)
+    int dims = 0;          // target columns (<= out_width); the rest get gradient 0
+    const float* target = nullptr;  // (batch x dims) FP32, unit column stride
+    int64_t ld_target = 0;
+    bool vector_target = false;     // 16-byte aligned with a row stride of a multiple of 4
+    void* gradients = nullptr;      // (batch x out_width), T
+    int64_t ld_grad = 0;
+    float* values = nullptr;        // per row (batch), stride values_rs
+    int64_t values_rs = 1;
+  } loss;
 };
 
 struct BackwardArgs {
@@ -70,6 +86,11 @@ struct BackwardArgs {
 // T = F16 or BF16. Nothing here synchronises the host.
 void launch_forward(DType t, const FusedShape& shape, const ForwardArgs& args, gpuStream_t stream);
 void launch_backward(DType t, const FusedShape& shape, const BackwardArgs& args, gpuStream_t stream);
+// The training forward with args.loss set (the streaming kernel evaluates the loss): true when it
+// ran; false, launching nothing, where it does not apply (no sm_90 streaming training forward for
+// this shape, a layout it cannot read in place, fused_loss() off, the general path forced). The
+// caller then runs launch_forward and the Loss.
+bool launch_forward_with_loss(DType t, const FusedShape& shape, const ForwardArgs& args, gpuStream_t stream);
 
 // Weight gradients: for each layer, grad (rows x cols, row-major, T) = [grad +] dz^T x summed
 // over the batch in FP32, in an order fixed by the batch size (bitwise repeatable; no atomics).

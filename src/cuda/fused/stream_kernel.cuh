@@ -11,7 +11,8 @@
 //  - layer 0 reads its A fragments from the stage with ldmatrix; later layers keep activations
 //    in registers (a layer's FP32 accumulators, rounded, are the next layer's A fragments);
 //  - the output layer writes its fragments back into the (now free) stage, from where the warp
-//    stores whole rows with 16-byte stores; with KEEP, every hidden layer's y (and z) goes out the
+//    stores whole rows with 16-byte stores, and (training, args.loss set) evaluates the loss on
+//    them (loss_epilogue.cuh) so that the output need not leave the chip; with KEEP, every hidden layer's y (and z) goes out the
 //    same way once the layer is done (the stage is free from layer 0's end on: layer 0 holds its
 //    z in registers until every lane has read the input).
 // The activation is a template parameter for ReLU hidden layers and identity outputs (most
@@ -26,6 +27,7 @@
 #include "cuda/fused/epilogue.cuh"
 #include "cuda/fused/kernel_common.cuh"
 #include "cuda/fused/launch_config.h"
+#include "cuda/fused/loss_epilogue.cuh"
 #include "cuda/fused/mma.cuh"
 #include "cuda/fused/stream_launch.h"
 #include "cuda/ptx_sm80.cuh"
@@ -387,6 +389,12 @@ __device__ __forceinline__ void stream_forward_body(KernelShape s, ForwardArgs a
     if (keep_out_z)
       store_tile<Tl::kRows, false>(stage + 2 * s.out_width, stage_stride, args.out_z, s.out_width, s.out_width, row0,
                                    batch, lane);
+    if constexpr (KEEP) {
+      if (args.loss.gradients) {
+        __syncwarp();  // the output's store (if any) has read the stage the loss overwrites
+        loss_epilogue<T, Tl::kRows, ChunkWalk>(stage, stage_stride, s.out_width, args.loss, row0, batch, lane);
+      }
+    }
     __syncwarp();  // the stage is read out before the next copy into it
 
     const int64_t next = tile + kStages * step;

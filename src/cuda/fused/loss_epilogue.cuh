@@ -1,0 +1,86 @@
+// The loss folded into the streaming training forward (stream_kernel.cuh): once a warp's output
+// tile sits in its stage buffer, each lane takes 8-column groups of its rows (the ChunkWalk order
+// the stores use, so the target loads are coalesced), evaluates the loss terms, writes the scaled
+// gradients and leaves each group's sum of values in the stage, from where one lane per row adds
+// them in group order and divides once. This is the GPU Loss's per-row mode (losses.cu,
+// dense_loss_kernel without a data pdf) operation for operation, so the values and gradients are
+// the same bits; what it saves is writing the output and reading it back (2 x 2 B per output
+// element) and the loss kernel's launch.
+#pragma once
+
+#include <cstdint>
+
+#include "core/loss_math.h"
+#include "cuda/common.cuh"
+#include "cuda/fused/launch.h"
+#include "cuda/ptx_sm80.cuh"
+
+namespace tinyfuse::cuda::fused {
+
+namespace {
+
+namespace px = tinyfuse::cuda::ptx;
+
+// Eight stage elements (16 bytes) as floats.
+template <typename T>
+__device__ __forceinline__ void unpack8(uint4 v, float (&out)[8]) {
+  const T* e = reinterpret_cast<const T*>(&v);
+#pragma unroll
+  for (int k = 0; k < 8; ++k) out[k] = to_float(e[k]);
+}
+
+// Rows [row0, row0 + ROWS) of the output in the stage (out_width columns, row stride
+// stage_stride bytes) through the loss. ChunkWalk is stream_kernel.cuh's. Ends with the stage
+// free (the caller's __syncwarp before the next copy into it covers the last reads).
+template <typename T, int ROWS, typename Walk>
+__device__ __forceinline__ void loss_epilogue(uint32_t stage, int stage_stride, int out_width, const ForwardArgs::Loss& L,
+                                              int64_t row0, int64_t batch, int lane) {
+  const LossKind kind = static_cast<LossKind>(L.kind);
+  T* grads = static_cast<T*>(L.gradients);
+  for (Walk w(lane, out_width / 8); w.r < ROWS; w.next()) {
+    const int64_t row = row0 + w.r;
+    if (row >= batch) continue;
+    const uint32_t at = stage + w.r * stage_stride + w.c * 16;
+    float p[8], t[8];
+    unpack8<T>(px::ld_shared_16(at), p);
+    const int d0 = w.c * 8;
+    const float* trow = L.target + row * L.ld_target;
+    if (L.vector_target && d0 + 8 <= L.dims) {
+      const uint4 lo = px::ld_global_streaming_16(trow + d0), hi = px::ld_global_streaming_16(trow + d0 + 4);
+      const float* f = reinterpret_cast<const float*>(&lo);
+      const float* g = reinterpret_cast<const float*>(&hi);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) t[k] = f[k], t[k + 4] = g[k];
+    } else {
+#pragma unroll
+      for (int k = 0; k < 8; ++k) t[k] = d0 + k < L.dims ? trow[d0 + k] : 0.0f;
+    }
+    alignas(16) T g[8];
+    float group_sum = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      if (d0 + k >= L.dims) {
+        g[k] = from_float<T>(0.0f);
+        continue;
+      }
+      const LossTerm<float> term = loss_term(kind, p[k], t[k], 1.0f, 0.0f);
+      group_sum += term.value;
+      g[k] = from_float<T>(L.scale * term.gradient / L.n);
+    }
+    *reinterpret_cast<uint4*>(grads + row * L.ld_grad + d0) = *reinterpret_cast<const uint4*>(g);
+    px::st_shared_4(at, __float_as_uint(group_sum));  // this lane alone read this group
+  }
+  __syncwarp();
+  const int groups = out_width / 8;
+  for (int r = lane; r < ROWS; r += kWarpSize) {
+    const int64_t row = row0 + r;
+    if (row >= batch) break;
+    float sum = 0.0f;
+    for (int c = 0; c < groups; ++c) sum += __uint_as_float(px::ld_shared_4(stage + r * stage_stride + c * 16));
+    L.values[row * L.values_rs] = sum / L.n;
+  }
+}
+
+}  // namespace
+
+}  // namespace tinyfuse::cuda::fused

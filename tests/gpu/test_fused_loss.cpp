@@ -1,0 +1,264 @@
+// FullyFusedMLP's forward_with_loss: the loss evaluated inside the streaming training forward
+// (src/cuda/fused/loss_epilogue.cuh) against the default path, forward() into an output and then
+// Loss::evaluate (the GPU loss's dense per-row kernel). The two must write the same bits: per-row
+// loss values and loss gradients (values and gradients are poisoned with NaN first, so an element
+// the kernel skipped cannot pass), and the backward from either context the same parameter
+// gradients. On sm_90+ the kernel path must have run (launch counter); where it cannot
+// (RelativeL2Luminance, a data pdf, fused_loss() off) the default path runs and gives the same
+// bits. Targets both 16-byte aligned (vector loads) and not (a strided view, the Trainer test's
+// 7 columns: scalar loads). Then whole Trainer steps with and without the folded loss: the same loss
+// and parameters bit for bit. Shapes: widths 16 to 128, outputs padded (3 -> 16, 17 -> 32,
+// 40 -> 48: six 8-column groups per row, which the lanes' walk does not divide evenly), kept z
+// (Tanh hidden, Sigmoid output), batches from 1 to many tiles per warp.
+// Runs on the device machine; skips without a GPU.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "cuda/fused/forward_choice.h"
+#include "testing/device_matrix.h"
+#include "tinyfuse/tinyfuse.h"
+
+using namespace tinyfuse;
+using tinyfuse::testing::DeviceMatrix;
+namespace fz = tinyfuse::cuda::fused;
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+std::vector<double> download(const TensorView& t) {
+  std::vector<double> host(static_cast<size_t>(t.numel()));
+  copy_tensor(t.ndim == 1 ? TensorView::vector(host.data(), t.numel()) : TensorView::matrix(host.data(), t.rows(), t.cols()), t);
+  return host;
+}
+void upload(const TensorView& dst, std::vector<double> host) {
+  copy_tensor(dst, dst.ndim == 1 ? TensorView::vector(host.data(), dst.numel())
+                                 : TensorView::matrix(host.data(), dst.rows(), dst.cols()));
+}
+
+// Same bits and no NaN (FP16 / BF16 / FP32 -> double is exact).
+::testing::AssertionResult same_bits(const std::vector<double>& got, const std::vector<double>& want, const char* what) {
+  if (got.size() != want.size()) return ::testing::AssertionFailure() << what << ": sizes " << got.size() << " vs " << want.size();
+  for (size_t i = 0; i < got.size(); ++i)
+    if (std::isnan(got[i]) || std::isnan(want[i]) || std::memcmp(&got[i], &want[i], sizeof(double)) != 0)
+      return ::testing::AssertionFailure() << what << ", element " << i << ": " << got[i] << " (folded) vs " << want[i]
+                                           << " (forward, then the loss)";
+  return ::testing::AssertionSuccess();
+}
+
+struct LossCase {
+  DType precision;
+  uint32_t in, width, hidden, dims;
+  std::string act, out_act;
+};
+
+std::string describe(const LossCase& c, const std::string& loss, int64_t batch) {
+  return std::string(c.precision == DType::BF16 ? "bf16 " : "f16 ") + std::to_string(c.in) + "->" + std::to_string(c.width) +
+         "x" + std::to_string(c.hidden) + "->" + std::to_string(c.dims) + " " + c.act + "/" + c.out_act + " " + loss +
+         " batch " + std::to_string(batch);
+}
+
+json network_config(const LossCase& c) {
+  return {{"otype", "FullyFusedMLP"},     {"n_neurons", c.width},  {"n_hidden_layers", c.hidden},
+          {"activation", c.act},          {"output_activation", c.out_act},
+          {"precision", c.precision == DType::BF16 ? "bf16" : "f16"}};
+}
+
+bool sm90_or_newer() {
+  cudaDeviceProp prop{};
+  return cudaGetDeviceProperties(&prop, 0) == cudaSuccess && prop.major >= 9;
+}
+
+std::vector<int64_t> batches() {
+  if (const char* q = std::getenv("TINYFUSE_QUICK"); q && *q == '1') return {1, 17, 257};
+  return {1, 17, 255, 257, 1000, 70001};
+}
+
+class FusedLoss : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (gpu_count() == 0) GTEST_SKIP() << "skipped: no GPU";
+    if (fz::general_forward_forced()) GTEST_SKIP() << "TINYFUSE_FUSED_FORWARD=general leaves the folded loss out";
+    was_on_ = fz::fused_loss();
+  }
+  void TearDown() override { fz::force_fused_loss(was_on_); }
+  bool was_on_ = true;
+};
+
+struct StepResult {
+  std::vector<double> values, loss_grads, param_grads;
+  unsigned long long folded = 0;  // kernel launches that evaluated the loss
+};
+
+// forward_with_loss (folded or not, as `fold` says), then backward with parameter gradients.
+StepResult run(bool fold, Network& net, const Loss& loss, const TensorView& in, const TensorView& target,
+               const TensorView* pdf, const TensorView& param_grads) {
+  const int64_t batch = in.rows();
+  const DType p = net.output_dtype();
+  const uint32_t W = net.padded_output_width();
+  DeviceMatrix out(p, batch, W, false), grads(p, batch, W, false), values(DType::F32, batch, 1, false);
+  out.poison();
+  grads.poison();
+  values.poison();
+  fill_tensor(param_grads, kNaN);
+  fz::force_fused_loss(fold);
+  StepResult r;
+  const unsigned long long before = fz::fused_loss_launches();
+  auto ctx = net.forward_with_loss(in, out.view, loss, 128.0f, target, values.view, grads.view, pdf);
+  r.folded = fz::fused_loss_launches() - before;
+  net.backward(*ctx, in, out.view, grads.view, nullptr, false, GradientMode::Overwrite);
+  r.values = download(values.view);
+  r.loss_grads = download(grads.view);
+  r.param_grads = download(param_grads);
+  return r;
+}
+
+// Losses whose terms are finite for any prediction with this output activation (CrossEntropy and
+// Variance need predictions in (0, 1)), plus RelativeL2Luminance, which the kernel leaves to the
+// default path.
+std::vector<std::string> losses_for(const LossCase& c) {
+  std::vector<std::string> l = {"L2", "L1", "RelativeL2", "RelativeL1", "MAPE", "SMAPE"};
+  if (c.out_act == "Sigmoid") l.insert(l.end(), {"CrossEntropy", "Variance"});
+  if (c.dims >= 3) l.push_back("RelativeL2Luminance");
+  return l;
+}
+
+TEST_F(FusedLoss, SameBitsAsForwardThenLoss) {
+  const bool expect_kernel = sm90_or_newer();
+  const LossCase cases[] = {
+      {DType::F16, 64, 64, 2, 64, "ReLU", "None"},     {DType::BF16, 64, 64, 2, 64, "ReLU", "None"},
+      {DType::F16, 32, 16, 1, 3, "ReLU", "None"},      {DType::BF16, 16, 32, 3, 17, "Tanh", "Sigmoid"},
+      {DType::F16, 32, 64, 1, 40, "LeakyReLU", "None"}, {DType::F16, 64, 128, 2, 64, "ReLU", "None"},
+      {DType::BF16, 16, 64, 2, 5, "Sine", "Sigmoid"},
+  };
+  uint64_t seed = 9100;
+  for (const LossCase& c : cases)
+    for (int64_t batch : batches()) {
+      auto net = create_network(network_config(c), c.in, c.dims, BuildOptions{Device::CUDA});
+      const DType p = c.precision;
+      const size_t n = net->n_params();
+      Pcg32 rng(seed++);
+      std::vector<float> init(n);
+      net->initialize_params(rng, init.data());
+      Buffer pbuf(Device::CUDA, n * dtype_size(p)), gbuf(Device::CUDA, n * dtype_size(p));
+      const TensorView pview = pbuf.vector(p, n), gview = gbuf.vector(p, n);
+      upload(pview, std::vector<double>(init.begin(), init.end()));
+      net->set_params(pview, pview, gview);
+      std::vector<double> input(batch * c.in), target(batch * c.dims);
+      for (auto& x : input) x = 2 * rng.next_double() - 1;
+      for (auto& x : target) x = c.out_act == "Sigmoid" ? rng.next_double() : 2 * rng.next_double() - 1;
+      DeviceMatrix in(p, batch, c.in, false), tgt(DType::F32, batch, c.dims, false);
+      upload(in.view, input);
+      upload(tgt.view, target);
+      for (const std::string& name : losses_for(c)) {
+        SCOPED_TRACE(describe(c, name, batch));
+        auto loss = create_loss({{"otype", name}}, BuildOptions{Device::CUDA});
+        const StepResult want = run(false, *net, *loss, in.view, tgt.view, nullptr, gview);
+        EXPECT_EQ(want.folded, 0u) << "the default path launched the folded kernel";
+        const StepResult got = run(true, *net, *loss, in.view, tgt.view, nullptr, gview);
+        const bool kernel_can = expect_kernel && name != "RelativeL2Luminance";
+        EXPECT_EQ(got.folded, kernel_can ? 1u : 0u) << "which forward ran";
+        EXPECT_TRUE(same_bits(got.values, want.values, "per-row loss values"));
+        EXPECT_TRUE(same_bits(got.loss_grads, want.loss_grads, "loss gradients"));
+        EXPECT_TRUE(same_bits(got.param_grads, want.param_grads, "parameter gradients"));
+        if (HasFailure()) return;
+      }
+    }
+}
+
+// A strided target (rows further apart than their width, only 4-byte aligned) goes through the
+// kernel's scalar loads; a data pdf goes the default way. Both give the default path's bits.
+TEST_F(FusedLoss, StridedTargetAndDataPdf) {
+  const bool expect_kernel = sm90_or_newer();
+  const LossCase c{DType::F16, 64, 64, 2, 24, "ReLU", "None"};
+  auto net = create_network(network_config(c), c.in, c.dims, BuildOptions{Device::CUDA});
+  const int64_t batch = 300;
+  const size_t n = net->n_params();
+  Pcg32 rng(77);
+  std::vector<float> init(n);
+  net->initialize_params(rng, init.data());
+  Buffer pbuf(Device::CUDA, n * 2), gbuf(Device::CUDA, n * 2);
+  const TensorView pview = pbuf.vector(c.precision, n), gview = gbuf.vector(c.precision, n);
+  upload(pview, std::vector<double>(init.begin(), init.end()));
+  net->set_params(pview, pview, gview);
+  std::vector<double> input(batch * c.in), target(batch * c.dims), pdf(batch * c.dims);
+  for (auto& x : input) x = 2 * rng.next_double() - 1;
+  for (auto& x : target) x = 2 * rng.next_double() - 1;
+  for (auto& x : pdf) x = 0.5 + rng.next_double();
+  DeviceMatrix in(c.precision, batch, c.in, false), strided_target(DType::F32, batch, c.dims, true),
+      dense_target(DType::F32, batch, c.dims, false), pdf_m(DType::F32, batch, c.dims, false);
+  upload(in.view, input);
+  upload(strided_target.view, target);
+  upload(dense_target.view, target);
+  upload(pdf_m.view, pdf);
+  auto loss = create_loss({{"otype", "L2"}}, BuildOptions{Device::CUDA});
+  struct Variant {
+    const char* what;
+    const TensorView* target;
+    const TensorView* pdf;
+    bool kernel;
+  };
+  for (const Variant& v : {Variant{"strided target", &strided_target.view, nullptr, expect_kernel},
+                           Variant{"data pdf", &dense_target.view, &pdf_m.view, false}}) {
+    SCOPED_TRACE(v.what);
+    const StepResult want = run(false, *net, *loss, in.view, *v.target, v.pdf, gview);
+    const StepResult got = run(true, *net, *loss, in.view, *v.target, v.pdf, gview);
+    EXPECT_EQ(got.folded, v.kernel ? 1u : 0u) << "which forward ran";
+    EXPECT_TRUE(same_bits(got.values, want.values, "per-row loss values"));
+    EXPECT_TRUE(same_bits(got.loss_grads, want.loss_grads, "loss gradients"));
+    EXPECT_TRUE(same_bits(got.param_grads, want.param_grads, "parameter gradients"));
+  }
+}
+
+// Ten Trainer steps (Adam), folded and not: the same losses and parameters bit for bit, and the
+// fold taken on sm_90+ through NetworkWithInputEncoding too.
+TEST_F(FusedLoss, TrainerStepsSameBits) {
+  const bool expect_kernel = sm90_or_newer();
+  for (bool with_encoding : {false, true}) {
+    SCOPED_TRACE(with_encoding ? "NetworkWithInputEncoding (Identity)" : "FullyFusedMLP");
+    std::vector<std::vector<float>> params(2);
+    std::vector<std::vector<float>> losses(2);
+    for (int fold = 0; fold < 2; ++fold) {
+      fz::force_fused_loss(fold == 1);
+      const json net_cfg = {{"otype", "FullyFusedMLP"}, {"n_neurons", 64}, {"n_hidden_layers", 2},
+                            {"activation", "ReLU"},    {"output_activation", "None"}};
+      std::shared_ptr<DifferentiableObject> model;
+      if (with_encoding)
+        model = create_network_with_input_encoding(32, 7, {{"otype", "Identity"}}, net_cfg, BuildOptions{Device::CUDA});
+      else
+        model = create_network(net_cfg, 32, 7, BuildOptions{Device::CUDA});
+      Trainer trainer(model, create_optimizer({{"otype", "Adam"}, {"learning_rate", 1e-2}}, BuildOptions{Device::CUDA}),
+                      create_loss({{"otype", "L2"}}, BuildOptions{Device::CUDA}), 31);
+      const int64_t batch = 4099;
+      Pcg32 rng(5);
+      DeviceMatrix in(model->input_dtype(), batch, 32, false), tgt(DType::F32, batch, 7, false);
+      const unsigned long long before = fz::fused_loss_launches();
+      for (int step = 0; step < 10; ++step) {
+        std::vector<double> x(batch * 32), y(batch * 7);
+        for (auto& v : x) v = rng.next_double();
+        for (auto& v : y) v = std::sin(3 * v + rng.next_double());
+        upload(in.view, x);
+        upload(tgt.view, y);
+        losses[fold].push_back(trainer.training_step(in.view, tgt.view));
+      }
+      EXPECT_EQ(fz::fused_loss_launches() - before, fold == 1 && expect_kernel ? 10u : 0u) << "which forward ran";
+      params[fold] = trainer.params_host();
+    }
+    ASSERT_EQ(losses[0].size(), losses[1].size());
+    for (size_t i = 0; i < losses[0].size(); ++i)
+      EXPECT_EQ(std::memcmp(&losses[0][i], &losses[1][i], sizeof(float)), 0)
+          << "step " << i << " loss " << losses[1][i] << " (folded) vs " << losses[0][i];
+    ASSERT_EQ(params[0].size(), params[1].size());
+    EXPECT_EQ(std::memcmp(params[0].data(), params[1].data(), params[0].size() * sizeof(float)), 0)
+        << "parameters after ten steps differ";
+  }
+}
+
+}  // namespace
