@@ -6,6 +6,8 @@
 # 64 wide, 2^20 rows (clocks and caches left as they run). Logs and JSON under $OUT.
 # Usage (from the repository root, after scripts/gpu/prepare_carry.sh; carry .devpack):
 #   FILTER='FusedWeightGrads.*' SAN='FusedWeightGrads.*' bash scripts/gpu/round.sh
+# The device tool brings back at most 8 files: scripts/gpu/pack_out.sh folds $OUT into one archive
+# (run it last, after any extra commands of the same call).
 set -u
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"

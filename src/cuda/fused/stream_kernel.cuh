@@ -338,6 +338,9 @@ __device__ __forceinline__ void stream_forward_body(KernelShape s, ForwardArgs a
   for (int64_t tile = first; tile < n_tiles; tile += step) {
     const uint32_t stage = stages + st * stage_bytes;
     const int64_t row0 = tile * Tl::kRows;
+    if constexpr (KEEP) {
+      if (args.loss.gradients) prefetch_target<Tl::kRows>(args.loss, row0, batch, lane);
+    }
     px::cp_async_wait<kStages - 1>();  // this tile's copies (this lane's) have landed
     __syncwarp();                      // ... and every lane's
 
