@@ -78,9 +78,9 @@ class DifferentiableObject {
   // A training forward with `loss` evaluated on its output (the Trainer's step): the context, and
   // `values` / `gradients` as loss.evaluate(loss_scale, output, target, values, gradients,
   // data_pdf) writes them. By default forward() into `output`, then the loss. An object that can
-  // evaluate the loss while its output is still on chip does so instead (FullyFusedMLP on sm_90
-  // for the built-in per-element losses: the same bits) and may leave `output` unwritten; its
-  // backward() then does not read `output`.
+  // evaluate the loss while its output is still on chip does so instead (FullyFusedMLP on sm_90,
+  // up to 64 wide, for the built-in L2 loss: the same bits) and may leave `output` unwritten;
+  // its backward() then does not read `output`.
   virtual std::unique_ptr<Context> forward_with_loss(const TensorView& input, const TensorView& output, const Loss& loss,
                                                      float loss_scale, const TensorView& target, const TensorView& values,
                                                      const TensorView& gradients, const TensorView* data_pdf = nullptr);
