@@ -102,7 +102,10 @@ __device__ __forceinline__ void loss_epilogue(uint32_t stage, int stage_stride, 
           continue;
         }
         const LossTerm<float> term = loss_term(kFoldedLoss, p[k], t[k], 1.0f, 0.0f);
-        group_sum += term.value;
+        // Rounded product, then rounded sum, as the loss kernel adds (there the kind is a run-time
+        // switch, so the product and the sum are not contracted); with the kind a constant the
+        // compiler would fuse them into one FMA and the row value would differ in the last bit.
+        group_sum = __fadd_rn(group_sum, term.value);
         g[k] = from_float<T>(L.scale * term.gradient / L.n);
       }
       *reinterpret_cast<uint4*>(grads + row * L.ld_grad + d0) = *reinterpret_cast<const uint4*>(g);
