@@ -21,9 +21,12 @@
 #include "core/activation_math.h"
 #include "core/half.h"
 #include "testing/device_matrix.h"
+#include "testing/host_copies.h"
 #include "tinyfuse/tinyfuse.h"
 
 using namespace tinyfuse;
+using tinyfuse::testing::download;
+using tinyfuse::testing::upload;
 
 namespace {
 
@@ -90,16 +93,6 @@ double rel_l2(const std::vector<double>& got, const std::vector<double>& ref, co
   return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
 }
 
-std::vector<double> download(const TensorView& t) {
-  std::vector<double> host(static_cast<size_t>(t.numel()));
-  copy_tensor(t.ndim == 1 ? TensorView::vector(host.data(), t.numel()) : TensorView::matrix(host.data(), t.rows(), t.cols()), t);
-  return host;
-}
-
-void upload(const TensorView& dst, std::vector<double> host) {
-  copy_tensor(dst, dst.ndim == 1 ? TensorView::vector(host.data(), dst.numel())
-                                 : TensorView::matrix(host.data(), dst.rows(), dst.cols()));
-}
 
 bool bitwise_equal(const std::vector<double>& a, const std::vector<double>& b) {
   if (a.size() != b.size()) return false;

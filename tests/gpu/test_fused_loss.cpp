@@ -23,9 +23,12 @@
 
 #include "cuda/fused/forward_choice.h"
 #include "testing/device_matrix.h"
+#include "testing/host_copies.h"
 #include "tinyfuse/tinyfuse.h"
 
 using namespace tinyfuse;
+using tinyfuse::testing::download;
+using tinyfuse::testing::upload;
 using tinyfuse::testing::DeviceMatrix;
 namespace fz = tinyfuse::cuda::fused;
 
@@ -33,15 +36,6 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-std::vector<double> download(const TensorView& t) {
-  std::vector<double> host(static_cast<size_t>(t.numel()));
-  copy_tensor(t.ndim == 1 ? TensorView::vector(host.data(), t.numel()) : TensorView::matrix(host.data(), t.rows(), t.cols()), t);
-  return host;
-}
-void upload(const TensorView& dst, std::vector<double> host) {
-  copy_tensor(dst, dst.ndim == 1 ? TensorView::vector(host.data(), dst.numel())
-                                 : TensorView::matrix(host.data(), dst.rows(), dst.cols()));
-}
 
 // Same bits and no NaN (FP16 / BF16 / FP32 -> double is exact).
 ::testing::AssertionResult same_bits(const std::vector<double>& got, const std::vector<double>& want, const char* what) {

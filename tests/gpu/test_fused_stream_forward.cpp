@@ -23,23 +23,17 @@
 
 #include "cuda/fused/forward_choice.h"
 #include "testing/device_matrix.h"
+#include "testing/host_copies.h"
 #include "tinyfuse/tinyfuse.h"
 
 using namespace tinyfuse;
+using tinyfuse::testing::download;
+using tinyfuse::testing::upload;
 
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-std::vector<double> download(const TensorView& t) {
-  std::vector<double> host(static_cast<size_t>(t.numel()));
-  copy_tensor(t.ndim == 1 ? TensorView::vector(host.data(), t.numel()) : TensorView::matrix(host.data(), t.rows(), t.cols()), t);
-  return host;
-}
-void upload(const TensorView& dst, std::vector<double> host) {
-  copy_tensor(dst, dst.ndim == 1 ? TensorView::vector(host.data(), dst.numel())
-                                 : TensorView::matrix(host.data(), dst.rows(), dst.cols()));
-}
 
 // Same bits (FP16 / BF16 -> double is exact, so -0 and +0 stay apart) and no NaN: a poisoned
 // element neither kernel wrote cannot pass.
