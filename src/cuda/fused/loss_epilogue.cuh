@@ -36,9 +36,10 @@ __device__ __forceinline__ void unpack8(uint4 v, float (&out)[8]) {
 }
 
 // Asks L2 for the target rows [row0, row0 + ROWS) when a tile starts, so that the epilogue's
-// loads, a layer-chain later, find them there: loaded only in the epilogue, each warp waited a
-// DRAM round trip per 8-column group (measured on the H200: the forward took 375 us at 2^20
-// rows against 150 + 166 us for forward and loss kernel).
+// loads, a layer-chain later, can find them there. Added with the batched loads below against
+// target-load latency; on the H200 the two together changed nothing measurable in the kernel of
+// that time (forward 375 -> 369 us at 2^20 rows, whose cost was the run-time loss switch). Kept
+// in the measured final kernel (280 us); not measured without them since.
 template <int ROWS>
 __device__ __forceinline__ void prefetch_target(const ForwardArgs::Loss& L, int64_t row0, int64_t batch, int lane) {
   const int row_bytes = L.dims * 4;
