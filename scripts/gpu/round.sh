@@ -45,3 +45,12 @@ h = rows[0]; k = h.index("Kernel Name"); v = h.index("Metric Value")
 for r in rows[1:]:
     print(f"{float(r[v].replace(',', '')) / 1000:9.1f} us  {r[k][:100]}")
 PY
+# NCU_KERNEL='regex': one launch of that kernel in the 64-wide 2^20 training step, with ncu's
+# speed-of-light, memory, compute, warp-state and scheduler sections (what limits it).
+if [ -n "${NCU_KERNEL:-}" ]; then
+  timeout 180 ncu --clock-control none -k "regex:${NCU_KERNEL}" -c 1 --section SpeedOfLight --section MemoryWorkloadAnalysis \
+    --section ComputeWorkloadAnalysis --section WarpStateStats --section SchedulerStats --section LaunchStats --section Occupancy \
+    $B/tinyfuse-bench --device cuda --networks FullyFusedMLP --widths 64 --batches 20 --warmup 1 --repeats 2 --skip-encodings \
+    --out /tmp/p2.json > $OUT/ncu-detail.txt 2>&1
+  echo "== ncu detail exit $?"; grep -E "Duration|Throughput|Pipe|Stall|Issued|Eligible|Registers|Shared Memory" $OUT/ncu-detail.txt | head -40
+fi

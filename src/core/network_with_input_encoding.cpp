@@ -99,6 +99,20 @@ class NetworkWithInputEncoding final : public DifferentiableObject {
     return ctx;
   }
 
+  // An encoding without parameters needs no dL/d(encoded): the network may then run its whole
+  // training pass on the encoded batch in one go (object.h). Otherwise the default two calls.
+  void forward_backward_with_loss(const TensorView& input, const TensorView& output, const Loss& loss, float loss_scale,
+                                  const TensorView& target, const TensorView& values, const TensorView& gradients,
+                                  const TensorView* data_pdf, GradientMode mode) override {
+    if (encoding_->n_params() > 0 || mode == GradientMode::Ignore)
+      return DifferentiableObject::forward_backward_with_loss(input, output, loss, loss_scale, target, values,
+                                                              gradients, data_pdf, mode);
+    Buffer encoded;
+    TensorView enc = encoded_view(encoded, input);
+    encoding_->forward(input, &enc, false, false);
+    network_->forward_backward_with_loss(enc, output, loss, loss_scale, target, values, gradients, data_pdf, mode);
+  }
+
   void backward(const Context& base_ctx, const TensorView& input, const TensorView& output,
                 const TensorView& dL_doutput, const TensorView* dL_dinput, bool use_inference_params,
                 GradientMode mode) override {

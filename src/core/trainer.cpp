@@ -145,9 +145,10 @@ void Trainer::forward_backward(const TensorView& input, const TensorView& target
   TensorView values = loss_values_.matrix(loss_value_dtype(), batch, 1, input.stream);
   TensorView grads = loss_gradients_.matrix(out_t, batch, width, input.stream);
   try {
-    // (The model may evaluate the loss inside its forward and leave `output` unwritten: object.h.)
-    auto ctx = model_->forward_with_loss(input, output, *loss_, loss_scale_, target, values, grads, data_pdf);
-    model_->backward(*ctx, input, output, grads, nullptr, false, GradientMode::Overwrite);
+    // (The model may run forward, loss and backward in one kernel and leave `output` and `grads`
+    // unwritten: object.h.)
+    model_->forward_backward_with_loss(input, output, *loss_, loss_scale_, target, values, grads, data_pdf,
+                                       GradientMode::Overwrite);
   } catch (const std::bad_alloc&) {
     // A scratch allocation the size checks let through failed: report it as tinyfuse's error.
     throw OutOfMemoryError(0, "a training batch of " + std::to_string(batch) + " samples", "an allocation failed");

@@ -81,9 +81,14 @@ class FusedLoss : public ::testing::Test {
     if (gpu_count() == 0) GTEST_SKIP() << "skipped: no GPU";
     if (fz::general_forward_forced()) GTEST_SKIP() << "TINYFUSE_FUSED_FORWARD=general leaves the folded loss out";
     was_on_ = fz::fused_loss();
+    step_was_on_ = fz::fused_train_step();
+    fz::force_fused_train_step(false);  // the Trainer's pass as two calls: forward_with_loss is what is tested here
   }
-  void TearDown() override { fz::force_fused_loss(was_on_); }
-  bool was_on_ = true;
+  void TearDown() override {
+    fz::force_fused_loss(was_on_);
+    fz::force_fused_train_step(step_was_on_);
+  }
+  bool was_on_ = true, step_was_on_ = true;
 };
 
 struct StepResult {

@@ -274,8 +274,8 @@ bool env_switch(std::atomic<int>& state, const char* variable) {
   return v == 1;
 }
 
-std::atomic<int> g_fused_wgrad{-1}, g_fused_loss{-1};
-std::atomic<unsigned long long> g_fused_wgrad_launches{0}, g_fused_loss_launches{0};
+std::atomic<int> g_fused_wgrad{-1}, g_fused_loss{-1}, g_fused_step{-1};
+std::atomic<unsigned long long> g_fused_wgrad_launches{0}, g_fused_loss_launches{0}, g_fused_step_launches{0};
 }  // namespace
 
 bool fused_weight_grads() { return env_switch(g_fused_wgrad, "TINYFUSE_FUSED_WGRAD"); }
@@ -286,6 +286,11 @@ void count_fused_weight_grad_launch() { g_fused_wgrad_launches.fetch_add(1); }
 bool fused_loss() { return env_switch(g_fused_loss, "TINYFUSE_FUSED_LOSS"); }
 void force_fused_loss(bool on) { g_fused_loss.store(on ? 1 : 0); }
 unsigned long long fused_loss_launches() { return g_fused_loss_launches.load(); }
+
+bool fused_train_step() { return env_switch(g_fused_step, "TINYFUSE_FUSED_STEP"); }
+void force_fused_train_step(bool on) { g_fused_step.store(on ? 1 : 0); }
+unsigned long long fused_train_step_launches() { return g_fused_step_launches.load(); }
+void count_fused_train_step_launch() { g_fused_step_launches.fetch_add(1); }
 
 void launch_forward(DType t, const FusedShape& shape, const ForwardArgs& args, gpuStream_t stream) {
   if (args.loss.gradients) throw Error("internal: launch_forward got a loss; launch_forward_with_loss takes those");

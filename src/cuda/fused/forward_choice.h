@@ -38,6 +38,18 @@ void force_fused_loss(bool on);  // overrides the environment from now on
 // How many training forwards evaluated the loss inside (tests check the path ran).
 unsigned long long fused_loss_launches();
 
+// Whether FullyFusedMLP may run the Trainer's whole pass (forward, L2 loss, backward with weight
+// gradients) in one kernel (forward_backward_with_loss, launch_fused_train_step). Same values and
+// gradients as the three-kernel path it replaces where both run on the same grid (the weight
+// gradients' summation order depends on it). TINYFUSE_FUSED_STEP=0 in the environment switches it
+// off; so does switching off either part it contains (fused_loss(), fused_weight_grads()), so
+// that those switches keep meaning what they say.
+bool fused_train_step();
+void force_fused_train_step(bool on);  // overrides the environment from now on
+// How many training passes ran as one kernel (tests check the path ran).
+unsigned long long fused_train_step_launches();
+void count_fused_train_step_launch();
+
 // Shorthands of the two above.
 inline bool general_forward_forced() { return forward_path() == ForwardPath::General; }
 inline void force_general_forward(bool on) { force_forward_path(on ? ForwardPath::General : ForwardPath::Any); }

@@ -8,6 +8,9 @@
 //   backward()   one fused backward kernel (dL/dinput and, for parameter gradients, every layer's
 //                dZ), then per layer the deterministic split-K weight-gradient kernel
 //                dW = dZ^T X (weight_grad.cu).
+//   forward_with_loss / forward_backward_with_loss (the Trainer's): the L2 loss folded into the
+//                training forward, and the whole pass as one kernel (stream_launch.h) where the
+//                shape allows; the default calls otherwise.
 //
 // The kernels need 16-byte aligned matrices with row strides of a multiple of 8 elements; views
 // that are not (a column slice starting mid-row, say) are staged through aligned scratch with one
@@ -129,6 +132,17 @@ class FullyFusedMlp final : public MlpBase {
     if (!data_pdf)
       if (auto ctx = forward_folding_loss(input, loss, loss_scale, target, values, gradients)) return ctx;
     return Network::forward_with_loss(input, output, loss, loss_scale, target, values, gradients, data_pdf);
+  }
+
+  // The whole pass in one kernel where it applies (stream_launch.h, launch_fused_train_step):
+  // the output and the loss gradients are then not written. Otherwise the default two calls,
+  // which also report bad arguments.
+  void forward_backward_with_loss(const TensorView& input, const TensorView& output, const Loss& loss, float loss_scale,
+                                  const TensorView& target, const TensorView& values, const TensorView& gradients,
+                                  const TensorView* data_pdf, GradientMode mode) override {
+    if (!data_pdf && mode != GradientMode::Ignore && train_step_in_one_kernel(input, loss, loss_scale, target, values, mode))
+      return;
+    Network::forward_backward_with_loss(input, output, loss, loss_scale, target, values, gradients, data_pdf, mode);
   }
 
   void backward(const Context& base_ctx, const TensorView& input, const TensorView& /*output*/,
@@ -253,21 +267,16 @@ class FullyFusedMlp final : public MlpBase {
     return static_cast<int>(std::min<size_t>(fused::kWeightGradLayersPerLaunch, layers_.size() - first));
   }
 
-  // forward_with_loss's kernel path: null, having launched nothing, where it does not apply.
-  std::unique_ptr<Context> forward_folding_loss(const TensorView& input, const Loss& loss, float loss_scale,
-                                                const TensorView& target, const TensorView& values,
-                                                const TensorView& gradients) const {
+  // The loss as the kernels take it (ForwardArgs::Loss), where target and values are views they
+  // can read and write in place; nullopt otherwise (the Loss then runs, and checks them).
+  std::optional<fused::ForwardArgs::Loss> kernel_loss(const TensorView& input, const Loss& loss, float loss_scale,
+                                                      const TensorView& target, const TensorView& values) const {
     const std::optional<LossKind> kind = builtin_loss_kind(loss);
-    if (!kind) return nullptr;
+    if (!kind) return std::nullopt;
     const int64_t batch = input.rows(), width = padded_output_width(), dims = target.cols();
-    const auto on_gpu_matrix = [&](const TensorView& v, DType t, int64_t cols) {
-      return v.ndim == 2 && v.dtype == t && v.device == Device::CUDA && v.rows() == batch && v.cols() == cols &&
-             v.strides[1] == 1;
-    };
-    if (input.ndim != 2 || batch < 1 || !on_gpu_matrix(target, DType::F32, dims) || dims < 1 || dims > width ||
-        !on_gpu_matrix(values, DType::F32, 1) || !on_gpu_matrix(gradients, kDType, width) || !kernel_ready(gradients))
-      return nullptr;
-    check_io(input, nullptr);
+    if (input.ndim != 2 || batch < 1 || !on_gpu_matrix(target, DType::F32, batch, dims) || dims < 1 || dims > width ||
+        !on_gpu_matrix(values, DType::F32, batch, 1))
+      return std::nullopt;
     fused::ForwardArgs::Loss L;
     L.kind = static_cast<int>(*kind);
     L.scale = loss_scale;
@@ -276,12 +285,59 @@ class FullyFusedMlp final : public MlpBase {
     L.target = static_cast<const float*>(target.data);
     L.ld_target = target.strides[0];
     L.vector_target = aligned16(target.data) && target.strides[0] % 4 == 0;  // as the Loss decides
-    L.gradients = gradients.data;
-    L.ld_grad = gradients.strides[0];
     L.values = static_cast<float*>(values.data);
     L.values_rs = values.strides[0];
+    return L;
+  }
+
+  static bool on_gpu_matrix(const TensorView& v, DType t, int64_t rows, int64_t cols) {
+    return v.ndim == 2 && v.dtype == t && v.device == Device::CUDA && v.rows() == rows && v.cols() == cols &&
+           v.strides[1] == 1;
+  }
+
+  // forward_backward_with_loss's kernel path: false, having launched nothing, where it does not apply.
+  bool train_step_in_one_kernel(const TensorView& input, const Loss& loss, float loss_scale, const TensorView& target,
+                                const TensorView& values, GradientMode mode) const {
+#if defined(TINYFUSE_WITH_HIP)
+    (void)input, (void)loss, (void)loss_scale, (void)target, (void)values, (void)mode;
+    return false;
+#else
+    std::optional<fused::ForwardArgs::Loss> L = kernel_loss(input, loss, loss_scale, target, values);
+    if (!L || !gradients_) return false;
+    check_io(input, nullptr);
+    const int64_t batch = input.rows();
+    const size_t floats = fused::fused_train_partial_floats(kDType, shape_, batch);
+    if (floats == 0 || !kernel_ready(input)) return false;
+    const gpuStream_t s = stream_of(input);
+    Buffer partial = Buffer::on_stream(Device::CUDA, floats * sizeof(float), input.stream);
+    fused::ForwardArgs a;
+    a.batch = batch;
+    a.weights = params_;
+    a.input = input.data;
+    a.ld_in = input.strides[0];
+    a.loss = *L;
+    float* p = static_cast<float*>(partial.data());
+    const int64_t chunks = fused::launch_fused_train_step(kDType, shape_, a, p, s);
+    if (chunks == 0) return false;
+    const std::vector<fused::WeightGradLayer> grads = weight_grad_layers();
+    fused::launch_weight_grad_reduce(kDType, chunks, grads.data(), static_cast<int>(grads.size()), p,
+                                     mode == GradientMode::Accumulate, s);
+    return true;
+#endif
+  }
+
+  // forward_with_loss's kernel path: null, having launched nothing, where it does not apply.
+  std::unique_ptr<Context> forward_folding_loss(const TensorView& input, const Loss& loss, float loss_scale,
+                                                const TensorView& target, const TensorView& values,
+                                                const TensorView& gradients) const {
+    std::optional<fused::ForwardArgs::Loss> L = kernel_loss(input, loss, loss_scale, target, values);
+    if (!L || !on_gpu_matrix(gradients, kDType, input.rows(), padded_output_width()) || !kernel_ready(gradients))
+      return nullptr;
+    check_io(input, nullptr);
+    L->gradients = gradients.data;
+    L->ld_grad = gradients.strides[0];
     auto ctx = std::make_unique<FusedContext<T>>();
-    if (!run_forward(input, params_, ctx.get(), nullptr, &L)) return nullptr;
+    if (!run_forward(input, params_, ctx.get(), nullptr, &*L)) return nullptr;
     return ctx;
   }
 

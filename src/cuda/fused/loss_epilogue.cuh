@@ -54,12 +54,18 @@ __device__ __forceinline__ void prefetch_target(const ForwardArgs::Loss& L, int6
 
 // Rows [row0, row0 + ROWS) of the output in the stage (out_width columns, row stride
 // stage_stride bytes) through the loss. Walk is stream_kernel.cuh's ChunkWalk. A lane's groups go
-// kBatch at a time: their target loads are all issued before the first is used. Ends with the
-// stage free (the caller's __syncwarp before the next copy into it covers the last reads).
-template <typename T, int ROWS, typename Walk>
+// kBatch at a time: their target loads are all issued before the first is used. IN_PLACE = false
+// (the training forward): the gradients go to L.gradients, each group's value sum into the stage
+// where the group was; ends with the stage free (the caller's __syncwarp before the next copy
+// into it covers the last reads). IN_PLACE = true (the one-kernel training pass,
+// stream_train_kernel.cuh): the gradients replace the output in the stage (zeros in rows past the
+// batch), the group sums go to `sums` (ROWS x 8 floats, shared memory), and the stage then holds
+// dL/doutput as the backward would have loaded it.
+template <typename T, int ROWS, typename Walk, bool IN_PLACE = false>
 __device__ __forceinline__ void loss_epilogue(uint32_t stage, int stage_stride, int out_width, const ForwardArgs::Loss& L,
-                                              int64_t row0, int64_t batch, int lane) {
+                                              int64_t row0, int64_t batch, int lane, uint32_t sums = 0) {
   constexpr int kBatch = 4;
+  constexpr int kSumStride = 8 * 4;  // bytes per row of `sums`
   T* grads = static_cast<T*>(L.gradients);
   Walk w(lane, out_width / 8);
   while (w.r < ROWS) {
@@ -109,9 +115,19 @@ __device__ __forceinline__ void loss_epilogue(uint32_t stage, int stage_stride, 
         group_sum = __fadd_rn(group_sum, term.value);
         g[k] = from_float<T>(L.scale * term.gradient / L.n);
       }
-      *reinterpret_cast<uint4*>(grads + row * L.ld_grad + d0) = *reinterpret_cast<const uint4*>(g);
-      px::st_shared_4(at, __float_as_uint(group_sum));  // this lane alone read this group
+      if constexpr (IN_PLACE) {
+        px::st_shared_16(at, *reinterpret_cast<const uint4*>(g));  // this lane alone read this group
+        px::st_shared_4(sums + rows[j] * kSumStride + cols[j] * 4, __float_as_uint(group_sum));
+      } else {
+        *reinterpret_cast<uint4*>(grads + row * L.ld_grad + d0) = *reinterpret_cast<const uint4*>(g);
+        px::st_shared_4(at, __float_as_uint(group_sum));  // this lane alone read this group
+      }
     }
+  }
+  if constexpr (IN_PLACE) {  // rows past the batch: dL/doutput 0, as a zero-filled load gives
+    const int64_t valid = batch - row0 < ROWS ? batch - row0 : ROWS;
+    for (Walk z(lane, out_width / 8); z.r < ROWS; z.next())
+      if (z.r >= valid) px::st_shared_16(stage + z.r * stage_stride + z.c * 16, make_uint4(0u, 0u, 0u, 0u));
   }
   __syncwarp();
   const int groups = out_width / 8;
@@ -119,7 +135,9 @@ __device__ __forceinline__ void loss_epilogue(uint32_t stage, int stage_stride, 
     const int64_t row = row0 + r;
     if (row >= batch) break;
     float sum = 0.0f;
-    for (int c = 0; c < groups; ++c) sum += __uint_as_float(px::ld_shared_4(stage + r * stage_stride + c * 16));
+    for (int c = 0; c < groups; ++c)
+      sum += __uint_as_float(IN_PLACE ? px::ld_shared_4(sums + r * kSumStride + c * 4)
+                                      : px::ld_shared_4(stage + r * stage_stride + c * 16));
     L.values[row * L.values_rs] = sum / L.n;
   }
 }

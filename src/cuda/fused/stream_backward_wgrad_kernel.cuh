@@ -65,17 +65,17 @@ __device__ __forceinline__ void load_dw_item(ItemCursor& c, uint32_t buffers, in
   }
 }
 
-// This warp's slice of dW_L over the round's tiles: `sources` warps' buffers, dZ_L (rows x out)
-// in buffer dz_b, the layer's input (rows x in) in buffer x_b. acc: the m16n8 accumulators of the
-// slice's up to four 8-column tiles.
+// This warp's slice of dW_L over the round's tiles: `sources` warps' buffers (warp v's at
+// buffers + v * warp_stride), dZ_L (rows x out) in buffer dz_b, the layer's input (rows x in) in
+// buffer x_b. acc: the m16n8 accumulators of the slice's up to four 8-column tiles.
 template <typename T>
-__device__ __forceinline__ void dw_round_products(float (&acc)[4][4], uint32_t buffers, int buffer_bytes,
-                                                  int stage_stride, int dz_b, int x_b, int sources, int m0, int n0,
-                                                  int n_tiles8, int lane) {
+__device__ __forceinline__ void dw_round_products(float (&acc)[4][4], uint32_t buffers, int warp_stride,
+                                                  int buffer_bytes, int stage_stride, int dz_b, int x_b, int sources,
+                                                  int m0, int n0, int n_tiles8, int lane) {
   constexpr int kRows = StreamTiling<kDwWidth>::kRows;
   const int q = lane >> 3, r8 = lane & 7;
   for (int v = 0; v < sources; ++v) {
-    const uint32_t warp_buffers = buffers + v * kBwdBuffers * buffer_bytes;
+    const uint32_t warp_buffers = buffers + v * warp_stride;
     const uint32_t dz = warp_buffers + dz_b * buffer_bytes, x = warp_buffers + x_b * buffer_bytes;
 #pragma unroll
     for (int ks = 0; ks < kRows / 16; ++ks) {
@@ -133,7 +133,8 @@ __device__ __forceinline__ void stream_backward_dw_body(KernelShape s, BackwardA
         const int n0 = (warp & 1) * (in_l / 2), n_tiles8 = in_l / 16;
         if (m0 < out_l) {
           float acc[4][4] = {};
-          dw_round_products<T>(acc, all_buffers, buffer_bytes, stage_stride, prev, b, sources, m0, n0, n_tiles8, lane);
+          dw_round_products<T>(acc, all_buffers, kBwdBuffers * buffer_bytes, buffer_bytes, stage_stride, prev, b, sources,
+                                  m0, n0, n_tiles8, lane);
           float* slice = dw + L * kDwLayerFloats;
 #pragma unroll
           for (int j = 0; j < 4; ++j) {

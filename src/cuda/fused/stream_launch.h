@@ -39,6 +39,21 @@ size_t fused_weight_grad_partial_floats(DType t, const FusedShape& shape, int64_
 int64_t launch_backward_fused_weight_grads(DType t, const FusedShape& shape, const BackwardArgs& args, float* partial,
                                            gpuStream_t stream);
 
+// The Trainer's whole pass in one kernel (stream_train.cu, stream_train_kernel.cuh): the training
+// forward with the L2 loss folded in (as launch_forward_with_loss) and the backward with the
+// weight gradients formed inside (as launch_backward_fused_weight_grads), one tile after the
+// other on chip; nothing but the loss values (args.loss.values) and one FP32 partial of every
+// layer's dW per block (`partial`, launch_weight_grad_reduce's layout) leaves it. args: batch,
+// input / ld_in, weights and loss (target, values, scale, n, dims; loss.gradients is not used).
+// Returns the number of blocks (the reduction's chunk count), or 0, launching nothing, where it
+// does not apply: fused_train_step(), fused_loss() or fused_weight_grads() off, ForwardPath::General, a shape other than
+// launch_backward_fused_weight_grads' with 1 or 2 hidden layers, a device older than sm_90 or
+// a build without sm_90 code, unaligned input. fused_train_partial_floats: the floats `partial`
+// needs (0 where the shape or dtype rules the kernel out).
+size_t fused_train_partial_floats(DType t, const FusedShape& shape, int64_t batch);
+int64_t launch_fused_train_step(DType t, const FusedShape& shape, const ForwardArgs& args, float* partial,
+                                gpuStream_t stream);
+
 // Inference through the Hopper kernel (wgmma_inference.cu, wgmma_kernel.cuh): hidden width 64 or
 // 128, FP16 or BF16, on a compute capability 9.0 device in a build with sm_90a code; false,
 // launching nothing, otherwise. Same rounding points as the kernels above, and on the H200 the

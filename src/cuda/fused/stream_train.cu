@@ -1,0 +1,104 @@
+// FullyFusedMLP's training pass in one kernel (stream_train_kernel.cuh): forward, L2 loss and
+// backward with the weight gradients, for the shapes the kernel is written for; each block
+// writes one FP32 partial per layer, which launch_weight_grad_reduce adds up (as after the
+// weight-gradient backward, stream_backward_wgrad.cu, whose partials these equal on the same grid).
+#include "cuda/fused/forward_choice.h"
+#include "cuda/fused/stream_train_kernel.cuh"
+
+namespace tinyfuse::cuda::fused {
+
+namespace {
+
+bool shape_applies(const FusedShape& shape) {
+  return shape.width == kDwWidth && shape.act == Activation::ReLU && shape.out_act == Activation::None &&
+         (shape.in_width == 32 || shape.in_width == 64) && shape.out_width % 16 == 0 && shape.out_width <= kDwWidth &&
+         shape.n_hidden >= 1 && shape.n_hidden <= kTrainMaxHidden;
+}
+
+// What loss_epilogue reads: the folded loss, a target it can address (16-byte loads only where
+// aligned), somewhere for the values.
+bool loss_applies(const FusedShape& shape, const ForwardArgs::Loss& L) {
+  if (L.kind != static_cast<int>(kFoldedLoss)) return false;
+  if (!L.target || !L.values || L.dims < 1 || L.dims > shape.out_width || L.ld_target < L.dims) return false;
+  return !L.vector_target || (aligned16(L.target) && L.ld_target % 4 == 0);
+}
+
+struct TrainPlan {
+  size_t weight_bytes, smem;
+  int stage_stride;
+};
+
+TrainPlan train_plan(const FusedShape& shape) {
+  const SmemPlan weights = plan_smem(shape, 2, static_cast<size_t>(-1));  // every layer resident
+  TrainPlan p;
+  p.weight_bytes = (weights.bytes + 15) / 16 * 16;
+  p.stage_stride = (kDwWidth + kSmemPad) * 2;  // every buffer is at most 64 wide
+  p.smem = p.weight_bytes +
+           static_cast<size_t>(kDwWarps) *
+               (static_cast<size_t>(train_buffers(shape.n_hidden)) * StreamTiling<kDwWidth>::kRows * p.stage_stride +
+                kTrainSumBytes);
+  return p;
+}
+
+template <typename T>
+const void* kernel_of(int n_hidden) {
+  return n_hidden == 1 ? reinterpret_cast<const void*>(stream_train_kernel<T, 1>)
+                       : reinterpret_cast<const void*>(stream_train_kernel<T, 2>);
+}
+const void* kernel_for(DType t, int n_hidden) {
+  return t == DType::F16 ? kernel_of<__half>(n_hidden) : kernel_of<__nv_bfloat16>(n_hidden);
+}
+
+bool arch_applies() {
+  const DeviceLimits& dev = device_limits();
+  return dev.major * 100 + dev.minor * 10 >= kTrainMinArch;
+}
+
+// Blocks of a launch for `batch` rows: one per SM at most (the kernel is sized for one), fewer
+// when the batch has fewer rounds of tiles; 0 when the kernel does not fit.
+int64_t train_blocks(const FusedShape& shape, DType t, int64_t batch) {
+  const int64_t n_tiles = (batch + StreamTiling<kDwWidth>::kRows - 1) / StreamTiling<kDwWidth>::kRows;
+  return persistent_grid_blocks(kernel_for(t, shape.n_hidden), kDwWarps * kWarpSize, train_plan(shape).smem, n_tiles,
+                                kDwWarps);
+}
+
+template <typename T>
+void launch_typed(const FusedShape& shape, const ForwardArgs& args, float* partial, int64_t blocks, gpuStream_t stream) {
+  const TrainPlan p = train_plan(shape);
+  const int64_t n_tiles = (args.batch + StreamTiling<kDwWidth>::kRows - 1) / StreamTiling<kDwWidth>::kRows;
+  const KernelShape ks = kernel_shape(shape, true);
+  const auto kernel = shape.n_hidden == 1 ? stream_train_kernel<T, 1> : stream_train_kernel<T, 2>;
+  kernel<<<static_cast<unsigned>(blocks), kDwWarps * kWarpSize, p.smem, stream>>>(
+      ks, args, static_cast<int>(p.weight_bytes), p.stage_stride, n_tiles, partial);
+  TF_GPU_CHECK_LAUNCH("stream_train_kernel");
+}
+
+}  // namespace
+
+size_t fused_train_partial_floats(DType t, const FusedShape& shape, int64_t batch) {
+  if (!shape_applies(shape) || (t != DType::F16 && t != DType::BF16) || batch <= 0 || !arch_applies()) return 0;
+  const KernelShape s = kernel_shape(shape, true);
+  size_t elems = 0;
+  for (int l = 0; l <= s.n_hidden; ++l) elems += static_cast<size_t>(layer_out(kDwWidth, s, l)) * layer_in(kDwWidth, s, l);
+  return static_cast<size_t>(train_blocks(shape, t, batch)) * elems;
+}
+
+int64_t launch_fused_train_step(DType t, const FusedShape& shape, const ForwardArgs& args, float* partial,
+                                gpuStream_t stream) {
+  // It folds the loss and forms the weight gradients inside: switching either off switches it off.
+  if (!fused_train_step() || !fused_loss() || !fused_weight_grads() || forward_path() == ForwardPath::General) return 0;
+  if (!shape_applies(shape) || (t != DType::F16 && t != DType::BF16) || args.batch <= 0 || !partial) return 0;
+  if (!arch_applies() || !loss_applies(shape, args.loss)) return 0;
+  // The input is read with 16-byte copies (launch.h's rules; checked, not assumed).
+  if (!aligned16(args.input) || args.ld_in % 8 != 0 || args.ld_in < shape.in_width) return 0;
+  const int64_t blocks = train_blocks(shape, t, args.batch);
+  if (blocks < 1) return 0;
+  if (t == DType::F16)
+    launch_typed<__half>(shape, args, partial, blocks, stream);
+  else
+    launch_typed<__nv_bfloat16>(shape, args, partial, blocks, stream);
+  count_fused_train_step_launch();
+  return blocks;
+}
+
+}  // namespace tinyfuse::cuda::fused

@@ -1,0 +1,271 @@
+// FullyFusedMLP's forward_backward_with_loss in one kernel (src/cuda/fused/stream_train_kernel.cuh)
+// against the same pass as two calls: forward_with_loss (the L2 loss folded into the streaming
+// forward) and backward() (the backward that forms the weight gradients inside). The one kernel
+// computes every value as those two do and sums the weight gradients in the same order on the
+// same grid (one block per SM for both), so per-row loss values and parameter gradients must be
+// the same bits. Those two kernels are checked against the CPU FP64 reference and the separate
+// weight-gradient kernels elsewhere (test_fully_fused_mlp.cpp, test_fused_stream_forward.cpp,
+// test_fused_loss.cpp); the Trainer against the CPU trainer in test_qualification.cpp, whose
+// 64-wide FullyFusedMLP now trains through this kernel.
+// Outputs are poisoned with NaN first, so an element the kernel skipped cannot pass. On sm_90+ the
+// kernel must have run exactly where it applies (launch counter): L2, 64 wide, ReLU, identity
+// output, 1 or 2 hidden layers, input 32 or 64; elsewhere the default path runs, with the same bits.
+// Shapes: padded outputs 16 to 64 (48: six 8-column groups, which the lanes' walk does not divide
+// evenly), targets narrower than the padded output, batches from 1 row to many rounds of tiles,
+// the last tile and round partial. Runs on the device machine; skips without a GPU.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "cuda/fused/forward_choice.h"
+#include "testing/device_matrix.h"
+#include "testing/host_copies.h"
+#include "tinyfuse/tinyfuse.h"
+
+using namespace tinyfuse;
+using tinyfuse::testing::DeviceMatrix;
+using tinyfuse::testing::download;
+using tinyfuse::testing::upload;
+namespace fz = tinyfuse::cuda::fused;
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+::testing::AssertionResult same_bits(const std::vector<double>& got, const std::vector<double>& want, const char* what) {
+  if (got.size() != want.size()) return ::testing::AssertionFailure() << what << ": sizes " << got.size() << " vs " << want.size();
+  for (size_t i = 0; i < got.size(); ++i)
+    if (std::isnan(got[i]) || std::isnan(want[i]) || std::memcmp(&got[i], &want[i], sizeof(double)) != 0)
+      return ::testing::AssertionFailure() << what << ", element " << i << ": " << got[i] << " (one kernel) vs " << want[i]
+                                           << " (two calls)";
+  return ::testing::AssertionSuccess();
+}
+
+struct StepCase {
+  DType precision;
+  uint32_t in, width, hidden, dims;
+  std::string act = "ReLU", out_act = "None";
+};
+
+std::string describe(const StepCase& c, const std::string& loss, int64_t batch) {
+  return std::string(c.precision == DType::BF16 ? "bf16 " : "f16 ") + std::to_string(c.in) + "->" + std::to_string(c.width) +
+         "x" + std::to_string(c.hidden) + "->" + std::to_string(c.dims) + " " + c.act + "/" + c.out_act + " " + loss +
+         " batch " + std::to_string(batch);
+}
+
+json network_config(const StepCase& c) {
+  return {{"otype", "FullyFusedMLP"},     {"n_neurons", c.width},  {"n_hidden_layers", c.hidden},
+          {"activation", c.act},          {"output_activation", c.out_act},
+          {"precision", c.precision == DType::BF16 ? "bf16" : "f16"}};
+}
+
+bool sm90_or_newer() {
+  cudaDeviceProp prop{};
+  return cudaGetDeviceProperties(&prop, 0) == cudaSuccess && prop.major >= 9;
+}
+
+// Whether the one kernel takes this case (stream_launch.h, launch_fused_train_step).
+bool kernel_applies(const StepCase& c, const std::string& loss) {
+  return sm90_or_newer() && loss == "L2" && c.width == 64 && c.act == "ReLU" && c.out_act == "None" &&
+         (c.in == 32 || c.in == 64) && c.hidden <= 2;
+}
+
+std::vector<int64_t> batches() {
+  if (const char* q = std::getenv("TINYFUSE_QUICK"); q && *q == '1') return {1, 33, 4097};
+  // 32 rows per warp tile, 8 tiles per round, one block per SM: 1, 31..33 (one tile and a bit),
+  // 255..257 (one round and a bit), 70,001 (many rounds, the last partial), 2^20 + 3.
+  return {1, 31, 32, 33, 255, 256, 257, 4097, 70001, (1 << 20) + 3};
+}
+
+class FusedTrainStep : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (gpu_count() == 0) GTEST_SKIP() << "skipped: no GPU";
+    if (fz::general_forward_forced()) GTEST_SKIP() << "TINYFUSE_FUSED_FORWARD=general leaves the one-kernel pass out";
+    was_on_ = fz::fused_train_step();
+    if (!fz::fused_loss() || !fz::fused_weight_grads())
+      GTEST_SKIP() << "TINYFUSE_FUSED_LOSS=0 or TINYFUSE_FUSED_WGRAD=0 switches the one-kernel pass off";
+  }
+  void TearDown() override { fz::force_fused_train_step(was_on_); }
+  bool was_on_ = true;
+};
+
+struct PassResult {
+  std::vector<double> values, param_grads;
+  unsigned long long one_kernel = 0;  // launches of the one-kernel pass
+};
+
+// forward_backward_with_loss with the one kernel allowed or not; parameter gradients start as
+// `start` (NaN for Overwrite).
+PassResult run(bool one_kernel, Network& net, const Loss& loss, const TensorView& in, const TensorView& target,
+               const TensorView* pdf, const TensorView& param_grads, GradientMode mode, double start) {
+  const int64_t batch = in.rows();
+  const DType p = net.output_dtype();
+  const uint32_t W = net.padded_output_width();
+  DeviceMatrix out(p, batch, W, false), grads(p, batch, W, false), values(DType::F32, batch, 1, false);
+  out.poison();
+  grads.poison();
+  values.poison();
+  fill_tensor(param_grads, start);
+  fz::force_fused_train_step(one_kernel);
+  PassResult r;
+  const unsigned long long before = fz::fused_train_step_launches();
+  net.forward_backward_with_loss(in, out.view, loss, 128.0f, target, values.view, grads.view, pdf, mode);
+  r.one_kernel = fz::fused_train_step_launches() - before;
+  r.values = download(values.view);
+  r.param_grads = download(param_grads);
+  return r;
+}
+
+struct Fixture {
+  std::unique_ptr<Network> net;
+  Buffer pbuf, gbuf;
+  TensorView pview, gview;
+  DeviceMatrix in, tgt;
+  Fixture(const StepCase& c, int64_t batch, uint64_t seed, bool strided_target = false)
+      : net(create_network(network_config(c), c.in, c.dims, BuildOptions{Device::CUDA})),
+        in(c.precision, batch, c.in, false),
+        tgt(DType::F32, batch, c.dims, strided_target) {
+    const size_t n = net->n_params();
+    const DType p = c.precision;
+    Pcg32 rng(seed);
+    std::vector<float> init(n);
+    net->initialize_params(rng, init.data());
+    pbuf = Buffer(Device::CUDA, n * dtype_size(p));
+    gbuf = Buffer(Device::CUDA, n * dtype_size(p));
+    pview = pbuf.vector(p, n);
+    gview = gbuf.vector(p, n);
+    upload(pview, std::vector<double>(init.begin(), init.end()));
+    net->set_params(pview, pview, gview);
+    std::vector<double> input(batch * c.in), target(batch * c.dims);
+    for (auto& x : input) x = 2 * rng.next_double() - 1;
+    for (auto& x : target) x = c.out_act == "Sigmoid" ? rng.next_double() : 2 * rng.next_double() - 1;
+    upload(in.view, input);
+    upload(tgt.view, target);
+  }
+};
+
+TEST_F(FusedTrainStep, SameBitsAsTwoCalls) {
+  const StepCase cases[] = {
+      {DType::F16, 64, 64, 2, 64},  {DType::BF16, 64, 64, 2, 64}, {DType::F16, 32, 64, 1, 3},
+      {DType::BF16, 32, 64, 2, 40}, {DType::F16, 64, 64, 1, 17},  {DType::F16, 32, 64, 2, 32},
+  };
+  uint64_t seed = 4400;
+  for (const StepCase& c : cases)
+    for (int64_t batch : batches()) {
+      SCOPED_TRACE(describe(c, "L2", batch));
+      Fixture f(c, batch, seed++);
+      auto loss = create_loss({{"otype", "L2"}}, BuildOptions{Device::CUDA});
+      const PassResult want = run(false, *f.net, *loss, f.in.view, f.tgt.view, nullptr, f.gview, GradientMode::Overwrite, kNaN);
+      EXPECT_EQ(want.one_kernel, 0u) << "switched off, the one kernel ran";
+      const PassResult got = run(true, *f.net, *loss, f.in.view, f.tgt.view, nullptr, f.gview, GradientMode::Overwrite, kNaN);
+      EXPECT_EQ(got.one_kernel, kernel_applies(c, "L2") ? 1u : 0u) << "which path ran";
+      EXPECT_TRUE(same_bits(got.values, want.values, "per-row loss values"));
+      EXPECT_TRUE(same_bits(got.param_grads, want.param_grads, "parameter gradients"));
+      if (HasFailure()) return;
+    }
+}
+
+// Accumulate adds the pass's gradients to what is there, as backward() does.
+TEST_F(FusedTrainStep, AccumulatesLikeBackward) {
+  const StepCase c{DType::F16, 64, 64, 2, 64};
+  Fixture f(c, 20000, 61);
+  auto loss = create_loss({{"otype", "L2"}}, BuildOptions{Device::CUDA});
+  const PassResult want = run(false, *f.net, *loss, f.in.view, f.tgt.view, nullptr, f.gview, GradientMode::Accumulate, 0.25);
+  const PassResult got = run(true, *f.net, *loss, f.in.view, f.tgt.view, nullptr, f.gview, GradientMode::Accumulate, 0.25);
+  EXPECT_EQ(got.one_kernel, kernel_applies(c, "L2") ? 1u : 0u);
+  EXPECT_TRUE(same_bits(got.param_grads, want.param_grads, "accumulated parameter gradients"));
+  // And not simply overwritten: the pass's own gradients differ from these by the 0.25 added.
+  const PassResult plain = run(true, *f.net, *loss, f.in.view, f.tgt.view, nullptr, f.gview, GradientMode::Overwrite, kNaN);
+  size_t moved = 0;
+  for (size_t i = 0; i < plain.param_grads.size(); ++i) moved += plain.param_grads[i] != got.param_grads[i];
+  EXPECT_GT(moved, plain.param_grads.size() / 2) << "Accumulate wrote the same as Overwrite";
+}
+
+// Where the kernel does not apply the default path runs: other losses, a data pdf, three hidden
+// layers, other widths and activations; a strided target goes through the kernel's scalar loads.
+TEST_F(FusedTrainStep, OtherCasesTakeTheDefaultPath) {
+  struct Variant {
+    StepCase c;
+    std::string loss;
+    bool pdf, strided;
+  };
+  const Variant variants[] = {
+      {{DType::F16, 64, 64, 2, 64}, "L1", false, false},         {{DType::F16, 64, 64, 2, 64}, "RelativeL2", false, false},
+      {{DType::F16, 64, 64, 2, 64}, "L2", true, false},          {{DType::F16, 64, 64, 3, 64}, "L2", false, false},
+      {{DType::F16, 64, 128, 2, 64}, "L2", false, false},        {{DType::F16, 64, 32, 2, 16}, "L2", false, false},
+      {{DType::F16, 64, 64, 2, 64, "Tanh", "None"}, "L2", false, false},
+      {{DType::F16, 64, 64, 2, 24, "ReLU", "Sigmoid"}, "L2", false, false},
+      {{DType::F16, 16, 64, 2, 16}, "L2", false, false},         {{DType::F16, 64, 64, 2, 24}, "L2", false, true},
+  };
+  uint64_t seed = 900;
+  for (const Variant& v : variants) {
+    const int64_t batch = 3001;
+    SCOPED_TRACE(describe(v.c, v.loss, batch) + (v.pdf ? " with a data pdf" : "") + (v.strided ? " strided target" : ""));
+    Fixture f(v.c, batch, seed++, v.strided);
+    DeviceMatrix pdf(DType::F32, batch, v.c.dims, false);
+    std::vector<double> pdf_values(batch * v.c.dims);
+    Pcg32 rng(seed);
+    for (auto& x : pdf_values) x = 0.5 + rng.next_double();
+    upload(pdf.view, pdf_values);
+    const TensorView* pdf_view = v.pdf ? &pdf.view : nullptr;
+    auto loss = create_loss({{"otype", v.loss}}, BuildOptions{Device::CUDA});
+    const PassResult want = run(false, *f.net, *loss, f.in.view, f.tgt.view, pdf_view, f.gview, GradientMode::Overwrite, kNaN);
+    const PassResult got = run(true, *f.net, *loss, f.in.view, f.tgt.view, pdf_view, f.gview, GradientMode::Overwrite, kNaN);
+    EXPECT_EQ(got.one_kernel, !v.pdf && kernel_applies(v.c, v.loss) ? 1u : 0u) << "which path ran";
+    EXPECT_TRUE(same_bits(got.values, want.values, "per-row loss values"));
+    EXPECT_TRUE(same_bits(got.param_grads, want.param_grads, "parameter gradients"));
+    if (HasFailure()) return;
+  }
+}
+
+// Ten Trainer steps (Adam) with the one kernel and without: the same losses and parameters bit for
+// bit, and the one kernel taken on sm_90+ through NetworkWithInputEncoding (a parameter-free
+// encoding) too.
+TEST_F(FusedTrainStep, TrainerStepsSameBits) {
+  for (bool with_encoding : {false, true}) {
+    SCOPED_TRACE(with_encoding ? "NetworkWithInputEncoding (Identity)" : "FullyFusedMLP");
+    std::vector<std::vector<float>> params(2), losses(2);
+    for (int one = 0; one < 2; ++one) {
+      fz::force_fused_train_step(one == 1);
+      const json net_cfg = {{"otype", "FullyFusedMLP"}, {"n_neurons", 64}, {"n_hidden_layers", 2},
+                            {"activation", "ReLU"},    {"output_activation", "None"}};
+      std::shared_ptr<DifferentiableObject> model;
+      if (with_encoding)
+        model = create_network_with_input_encoding(32, 7, {{"otype", "Identity"}}, net_cfg, BuildOptions{Device::CUDA});
+      else
+        model = create_network(net_cfg, 32, 7, BuildOptions{Device::CUDA});
+      Trainer trainer(model, create_optimizer({{"otype", "Adam"}, {"learning_rate", 1e-2}}, BuildOptions{Device::CUDA}),
+                      create_loss({{"otype", "L2"}}, BuildOptions{Device::CUDA}), 31);
+      const int64_t batch = 4099;
+      Pcg32 rng(5);
+      DeviceMatrix in(model->input_dtype(), batch, 32, false), tgt(DType::F32, batch, 7, false);
+      const unsigned long long before = fz::fused_train_step_launches();
+      for (int step = 0; step < 10; ++step) {
+        std::vector<double> x(batch * 32), y(batch * 7);
+        for (auto& v : x) v = rng.next_double();
+        for (auto& v : y) v = std::sin(3 * v + rng.next_double());
+        upload(in.view, x);
+        upload(tgt.view, y);
+        losses[one].push_back(trainer.training_step(in.view, tgt.view));
+      }
+      EXPECT_EQ(fz::fused_train_step_launches() - before, one == 1 && sm90_or_newer() ? 10u : 0u) << "which path ran";
+      params[one] = trainer.params_host();
+    }
+    ASSERT_EQ(losses[0].size(), losses[1].size());
+    for (size_t i = 0; i < losses[0].size(); ++i)
+      EXPECT_EQ(std::memcmp(&losses[0][i], &losses[1][i], sizeof(float)), 0)
+          << "step " << i << " loss " << losses[1][i] << " (one kernel) vs " << losses[0][i];
+    ASSERT_EQ(params[0].size(), params[1].size());
+    EXPECT_EQ(std::memcmp(params[0].data(), params[1].data(), params[0].size() * sizeof(float)), 0)
+        << "parameters after ten steps differ";
+  }
+}
+
+}  // namespace
