@@ -65,31 +65,44 @@ __device__ __forceinline__ void load_dw_item(ItemCursor& c, uint32_t buffers, in
   }
 }
 
+// One source warp's share of this warp's dW_L slice: its dZ_L (rows x out) at dz, the layer's
+// input (rows x in) at x. acc: the m16n8 accumulators of the slice's up to four 8-column tiles.
+template <typename T>
+__device__ __forceinline__ void dw_source_products(float (&acc)[4][4], uint32_t dz, uint32_t x, int stage_stride, int m0,
+                                                   int n0, int n_tiles8, int lane) {
+  constexpr int kRows = StreamTiling<kDwWidth>::kRows;
+  const int q = lane >> 3, r8 = lane & 7;
+#pragma unroll
+  for (int ks = 0; ks < kRows / 16; ++ks) {
+    uint32_t a[4];  // dZ^T: 16 output rows x 16 batch rows
+    px::ldmatrix_x4_trans(a, dz + (16 * ks + (q >> 1) * 8 + r8) * stage_stride + (m0 + (q & 1) * 8) * 2);
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      if (2 * j >= n_tiles8) break;
+      uint32_t b[4];  // X: 16 batch rows x 16 input columns
+      px::ldmatrix_x4_trans(b, x + (16 * ks + (q & 1) * 8 + r8) * stage_stride + (n0 + 16 * j + (q >> 1) * 8) * 2);
+      mma_16816<T>(acc[2 * j], a, b[0], b[1]);
+      mma_16816<T>(acc[2 * j + 1], a, b[2], b[3]);
+    }
+  }
+}
+
 // This warp's slice of dW_L over the round's tiles: `sources` warps' buffers (warp v's at
-// buffers + v * warp_stride), dZ_L (rows x out) in buffer dz_b, the layer's input (rows x in) in
-// buffer x_b. acc: the m16n8 accumulators of the slice's up to four 8-column tiles.
+// buffers + v * warp_stride), dZ_L in buffer dz_b, the layer's input in buffer x_b; the sources
+// in warp order. A full round (every warp with a tile) is unrolled, so that its loads can be
+// issued ahead of the products.
 template <typename T>
 __device__ __forceinline__ void dw_round_products(float (&acc)[4][4], uint32_t buffers, int warp_stride,
                                                   int buffer_bytes, int stage_stride, int dz_b, int x_b, int sources,
                                                   int m0, int n0, int n_tiles8, int lane) {
-  constexpr int kRows = StreamTiling<kDwWidth>::kRows;
-  const int q = lane >> 3, r8 = lane & 7;
-  for (int v = 0; v < sources; ++v) {
-    const uint32_t warp_buffers = buffers + v * warp_stride;
-    const uint32_t dz = warp_buffers + dz_b * buffer_bytes, x = warp_buffers + x_b * buffer_bytes;
+  const uint32_t dz = buffers + dz_b * buffer_bytes, x = buffers + x_b * buffer_bytes;
+  if (sources == kDwWarps) {
 #pragma unroll
-    for (int ks = 0; ks < kRows / 16; ++ks) {
-      uint32_t a[4];  // dZ^T: 16 output rows x 16 batch rows
-      px::ldmatrix_x4_trans(a, dz + (16 * ks + (q >> 1) * 8 + r8) * stage_stride + (m0 + (q & 1) * 8) * 2);
-#pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        if (2 * j >= n_tiles8) break;
-        uint32_t b[4];  // X: 16 batch rows x 16 input columns
-        px::ldmatrix_x4_trans(b, x + (16 * ks + (q & 1) * 8 + r8) * stage_stride + (n0 + 16 * j + (q >> 1) * 8) * 2);
-        mma_16816<T>(acc[2 * j], a, b[0], b[1]);
-        mma_16816<T>(acc[2 * j + 1], a, b[2], b[3]);
-      }
-    }
+    for (int v = 0; v < kDwWarps; ++v)
+      dw_source_products<T>(acc, dz + v * warp_stride, x + v * warp_stride, stage_stride, m0, n0, n_tiles8, lane);
+  } else {
+    for (int v = 0; v < sources; ++v)
+      dw_source_products<T>(acc, dz + v * warp_stride, x + v * warp_stride, stage_stride, m0, n0, n_tiles8, lane);
   }
 }
 

@@ -25,18 +25,15 @@ bool loss_applies(const FusedShape& shape, const ForwardArgs::Loss& L) {
 
 struct TrainPlan {
   size_t weight_bytes, smem;
-  int stage_stride;
 };
 
 TrainPlan train_plan(const FusedShape& shape) {
   const SmemPlan weights = plan_smem(shape, 2, static_cast<size_t>(-1));  // every layer resident
   TrainPlan p;
   p.weight_bytes = (weights.bytes + 15) / 16 * 16;
-  p.stage_stride = (kDwWidth + kSmemPad) * 2;  // every buffer is at most 64 wide
-  p.smem = p.weight_bytes +
-           static_cast<size_t>(kDwWarps) *
-               (static_cast<size_t>(train_buffers(shape.n_hidden)) * StreamTiling<kDwWidth>::kRows * p.stage_stride +
-                kTrainSumBytes);
+  p.smem = p.weight_bytes + static_cast<size_t>(kDwWarps) * (static_cast<size_t>(train_buffers(shape.n_hidden)) *
+                                                                   StreamTiling<kDwWidth>::kRows * kTrainStageStride +
+                                                               kTrainSumBytes);
   return p;
 }
 
@@ -69,7 +66,7 @@ void launch_typed(const FusedShape& shape, const ForwardArgs& args, float* parti
   const KernelShape ks = kernel_shape(shape, true);
   const auto kernel = shape.n_hidden == 1 ? stream_train_kernel<T, 1> : stream_train_kernel<T, 2>;
   kernel<<<static_cast<unsigned>(blocks), kDwWarps * kWarpSize, p.smem, stream>>>(
-      ks, args, static_cast<int>(p.weight_bytes), p.stage_stride, n_tiles, partial);
+      ks, args, static_cast<int>(p.weight_bytes), n_tiles, partial);
   TF_GPU_CHECK_LAUNCH("stream_train_kernel");
 }
 

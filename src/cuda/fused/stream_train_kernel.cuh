@@ -32,6 +32,7 @@ namespace {
 constexpr int kTrainMaxHidden = 2;
 constexpr int kTrainMinArch = 900;  // built and launched for sm_90+ (the folded loss's arch)
 constexpr int kTrainSumBytes = StreamTiling<kDwWidth>::kRows * 8 * 4;  // a warp's loss group sums
+constexpr int kTrainStageStride = (kDwWidth + kSmemPad) * 2;           // bytes per buffer row (64 wide + pad)
 
 // Per-warp buffers: 0 and 1 the inputs (this round's and the next's, alternating), 2 + l hidden
 // layer l's y (then its dZ), the last the output (then dL/doutput).
@@ -57,14 +58,15 @@ __device__ __forceinline__ void train_dw_step(float (&dw)[4][4], const KernelSha
 }
 
 template <typename T, int H>
-__device__ __forceinline__ void train_step_body(KernelShape s, ForwardArgs args, int weight_bytes, int stage_stride,
-                                                int64_t n_tiles, float* partial) {
+__device__ __forceinline__ void train_step_body(KernelShape s, ForwardArgs args, int weight_bytes, int64_t n_tiles,
+                                                float* partial) {
   using Tl = StreamTiling<kDwWidth>;
   constexpr int kBuffers = train_buffers(H), kOut = kBuffers - 1;
+  constexpr int stage_stride = kTrainStageStride;  // a constant: the buffers' addresses fold into immediates
   extern __shared__ uint4 smem_raw[];
   unsigned char* smem = reinterpret_cast<unsigned char*>(smem_raw);
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
-  const int buffer_bytes = Tl::kRows * stage_stride, warp_stride = kBuffers * buffer_bytes;
+  constexpr int buffer_bytes = Tl::kRows * stage_stride, warp_stride = kBuffers * buffer_bytes;
   const uint32_t all_buffers = px::shared_address(smem + weight_bytes);
   const uint32_t buffers = all_buffers + warp * warp_stride;
   const uint32_t sums = all_buffers + kDwWarps * warp_stride + warp * kTrainSumBytes;
@@ -181,13 +183,12 @@ __device__ __forceinline__ void train_step_body(KernelShape s, ForwardArgs args,
 
 template <typename T, int H>
 __global__ void __launch_bounds__(kDwWarps* kWarpSize, 1)
-    stream_train_kernel(KernelShape s, ForwardArgs args, int weight_bytes, int stage_stride, int64_t n_tiles,
-                        float* partial) {
+    stream_train_kernel(KernelShape s, ForwardArgs args, int weight_bytes, int64_t n_tiles, float* partial) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   if constexpr (__CUDA_ARCH__ < kTrainMinArch)
     __trap();  // never launched: the launcher checks the architecture first
   else
-    train_step_body<T, H>(s, args, weight_bytes, stage_stride, n_tiles, partial);
+    train_step_body<T, H>(s, args, weight_bytes, n_tiles, partial);
 #else
   __trap();  // never launched: the launcher checks the architecture first
 #endif
