@@ -15,6 +15,21 @@
 
 namespace tinyfuse {
 
+// x / n from inv_n = 1 / n (rounded), rounded exactly as the division rounds it, wherever
+// divide_by_reciprocal_safe(x) holds (n >= 1 and below 2^40): Markstein's correction step (q =
+// x inv_n is within an ulp of x / n, the FMA residual x - q n is exact, and one more FMA rounds
+// correctly). For dividing many values by one n (a loss's batch x dims) without the division's
+// range checks and slow-path branch per element; callers divide one by one where it is false
+// (zero, huge or tiny values, Inf, NaN). tests/cpu/test_losses.cpp checks the equality.
+TF_HOST_DEVICE inline bool divide_by_reciprocal_safe(float x) {
+  const float ax = x < 0.0f ? -x : x;
+  return ax >= 0x1p-60f && ax < 0x1p+60f;
+}
+TF_HOST_DEVICE inline float divide_by_reciprocal(float x, float n, float inv_n) {
+  const float q = x * inv_n;
+  return fmaf(fmaf(-q, n, x), inv_n, q);
+}
+
 // Per-element value and gradient of one loss, before division by the element count and before
 // loss scaling. Denominators of the relative losses are held constant in the gradient, as
 // tiny-cuda-nn does (they are a normalisation, not part of the objective's shape).

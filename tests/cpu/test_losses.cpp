@@ -10,6 +10,7 @@
 #include "core/loss_config.h"
 #include "core/loss_math.h"
 #include "testing/gradcheck.h"
+#include "tinyfuse/random.h"
 
 using namespace tinyfuse;
 using tinyfuse::testing::random_vector;
@@ -174,6 +175,47 @@ TEST(Losses, RejectBadShapes) {
   auto lum = create_loss({{"otype", "RelativeL2Luminance"}});
   EXPECT_THROW(lum->evaluate(1, m(a, 4, 2), m(b, 4, 2), m(c, 4, 2), m(d, 4, 2)), ShapeError);
   EXPECT_THROW(create_loss({{"otype", "L2"}, {"scale", 2}}), ConfigError);
+}
+
+}  // namespace
+
+namespace {
+
+// divide_by_reciprocal (core/loss_math.h) is the GPU loss epilogue's x / n: wherever
+// divide_by_reciprocal_safe(x) holds it must give the division's bits, for every n a loss can
+// divide by (batch x dims). Every n up to 2^16 with random x across the safe range, random n up to
+// 2^40, and every float of a whole binade for n of training batches; then the range's edges.
+TEST(Losses, DivisionThroughTheReciprocalIsTheDivision) {
+  Pcg32 rng(2026);
+  int64_t checked = 0, differ = 0;
+  const auto check = [&](float x, float n) {
+    if (!divide_by_reciprocal_safe(x)) return;
+    const float got = divide_by_reciprocal(x, n, 1.0f / n), want = x / n;
+    ++checked;
+    if (std::memcmp(&got, &want, sizeof(float)) != 0 && ++differ <= 5)
+      ADD_FAILURE() << std::hexfloat << x << " / " << n << ": " << got << " through the reciprocal, " << want << " divided";
+  };
+  const auto random_x = [&] { return std::ldexp(2.0f * rng.next_float() - 1.0f, static_cast<int>(rng.next_uint() % 120) - 59); };
+  for (int n = 1; n <= (1 << 16); ++n)
+    for (int k = 0; k < 64; ++k) check(random_x(), static_cast<float>(n));
+  for (int i = 0; i < 1000000; ++i)
+    check(random_x(), static_cast<float>(1 + ((static_cast<uint64_t>(rng.next_uint()) << 8) ^ rng.next_uint()) % (1ull << 40)));
+  for (float n : {7.0f * 4099, 64.0f * 1048576, 64.0f * 1048579, 40.0f * 70001}) {
+    uint32_t one;
+    const float f = 1.0f;
+    std::memcpy(&one, &f, sizeof(f));
+    for (uint32_t bits = one; bits < one + (1u << 23); bits += 3) {
+      float x;
+      std::memcpy(&x, &bits, sizeof(x));
+      check(x, n);
+      check(-3.0f * x, n);
+    }
+  }
+  EXPECT_EQ(differ, 0) << "of " << checked;
+  EXPECT_GT(checked, 10000000);
+  // The safe range: zero, Inf, NaN and values near under- or overflow are left to the division.
+  for (float x : {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 0x1p-61f, 0x1p+60f, -0x1p+61f}) EXPECT_FALSE(divide_by_reciprocal_safe(x)) << x;
+  for (float x : {0x1p-60f, -0x1p-60f, 1.0f, 0x1.fffffep+59f}) EXPECT_TRUE(divide_by_reciprocal_safe(x)) << x;
 }
 
 }  // namespace

@@ -11,8 +11,8 @@ namespace {
 
 bool shape_applies(const FusedShape& shape) {
   return shape.width == kDwWidth && shape.act == Activation::ReLU && shape.out_act == Activation::None &&
-         (shape.in_width == 32 || shape.in_width == 64) && shape.out_width % 16 == 0 && shape.out_width <= kDwWidth &&
-         shape.n_hidden >= 1 && shape.n_hidden <= kTrainMaxHidden;
+         (shape.in_width == 32 || shape.in_width == 64) && shape.out_width % 16 == 0 && shape.out_width >= 16 &&
+         shape.out_width <= kDwWidth && shape.n_hidden >= 1 && shape.n_hidden <= kTrainMaxHidden;
 }
 
 // What loss_epilogue reads: the folded loss, a target it can address (16-byte loads only where
@@ -37,13 +37,28 @@ TrainPlan train_plan(const FusedShape& shape) {
   return p;
 }
 
-template <typename T>
-const void* kernel_of(int n_hidden) {
-  return n_hidden == 1 ? reinterpret_cast<const void*>(stream_train_kernel<T, 1>)
-                       : reinterpret_cast<const void*>(stream_train_kernel<T, 2>);
+// The kernel of a shape: one instantiation per dtype, depth (1, 2), input (32, 64) and padded
+// output width (16 ... 64), so that every width is a compile-time constant in it.
+using TrainKernel = void (*)(KernelShape, ForwardArgs, int, int64_t, float*);
+template <typename T, int H, int IN>
+TrainKernel kernel_by_out(int out) {
+  switch (out) {
+    case 16: return stream_train_kernel<T, H, IN, 16>;
+    case 32: return stream_train_kernel<T, H, IN, 32>;
+    case 48: return stream_train_kernel<T, H, IN, 48>;
+    default: return stream_train_kernel<T, H, IN, 64>;
+  }
 }
-const void* kernel_for(DType t, int n_hidden) {
-  return t == DType::F16 ? kernel_of<__half>(n_hidden) : kernel_of<__nv_bfloat16>(n_hidden);
+template <typename T, int H>
+TrainKernel kernel_by_in(const FusedShape& shape) {
+  return shape.in_width == 32 ? kernel_by_out<T, H, 32>(shape.out_width) : kernel_by_out<T, H, 64>(shape.out_width);
+}
+template <typename T>
+TrainKernel kernel_of(const FusedShape& shape) {
+  return shape.n_hidden == 1 ? kernel_by_in<T, 1>(shape) : kernel_by_in<T, 2>(shape);
+}
+TrainKernel kernel_for(DType t, const FusedShape& shape) {
+  return t == DType::F16 ? kernel_of<__half>(shape) : kernel_of<__nv_bfloat16>(shape);
 }
 
 bool arch_applies() {
@@ -55,18 +70,16 @@ bool arch_applies() {
 // when the batch has fewer rounds of tiles; 0 when the kernel does not fit.
 int64_t train_blocks(const FusedShape& shape, DType t, int64_t batch) {
   const int64_t n_tiles = (batch + StreamTiling<kDwWidth>::kRows - 1) / StreamTiling<kDwWidth>::kRows;
-  return persistent_grid_blocks(kernel_for(t, shape.n_hidden), kDwWarps * kWarpSize, train_plan(shape).smem, n_tiles,
-                                kDwWarps);
+  return persistent_grid_blocks(reinterpret_cast<const void*>(kernel_for(t, shape)), kDwWarps * kWarpSize,
+                                train_plan(shape).smem, n_tiles, kDwWarps);
 }
 
-template <typename T>
-void launch_typed(const FusedShape& shape, const ForwardArgs& args, float* partial, int64_t blocks, gpuStream_t stream) {
+void launch(DType t, const FusedShape& shape, const ForwardArgs& args, float* partial, int64_t blocks,
+            gpuStream_t stream) {
   const TrainPlan p = train_plan(shape);
   const int64_t n_tiles = (args.batch + StreamTiling<kDwWidth>::kRows - 1) / StreamTiling<kDwWidth>::kRows;
-  const KernelShape ks = kernel_shape(shape, true);
-  const auto kernel = shape.n_hidden == 1 ? stream_train_kernel<T, 1> : stream_train_kernel<T, 2>;
-  kernel<<<static_cast<unsigned>(blocks), kDwWarps * kWarpSize, p.smem, stream>>>(
-      ks, args, static_cast<int>(p.weight_bytes), n_tiles, partial);
+  kernel_for(t, shape)<<<static_cast<unsigned>(blocks), kDwWarps * kWarpSize, p.smem, stream>>>(
+      kernel_shape(shape, true), args, static_cast<int>(p.weight_bytes), n_tiles, partial);
   TF_GPU_CHECK_LAUNCH("stream_train_kernel");
 }
 
@@ -90,10 +103,7 @@ int64_t launch_fused_train_step(DType t, const FusedShape& shape, const ForwardA
   if (!aligned16(args.input) || args.ld_in % 8 != 0 || args.ld_in < shape.in_width) return 0;
   const int64_t blocks = train_blocks(shape, t, args.batch);
   if (blocks < 1) return 0;
-  if (t == DType::F16)
-    launch_typed<__half>(shape, args, partial, blocks, stream);
-  else
-    launch_typed<__nv_bfloat16>(shape, args, partial, blocks, stream);
+  launch(t, shape, args, partial, blocks, stream);
   count_fused_train_step_launch();
   return blocks;
 }

@@ -38,6 +38,23 @@ constexpr int kTrainStageStride = (kDwWidth + kSmemPad) * 2;           // bytes 
 // layer l's y (then its dZ), the last the output (then dL/doutput).
 __host__ __device__ constexpr int train_buffers(int n_hidden) { return n_hidden + 3; }
 
+// Rows [row0, row0 + ROWS) of a (batch x 8 CHUNKS) matrix into a buffer, 16 bytes per cp.async;
+// rows past the batch become zeros. load_tile's job with the lane's row and chunk fixed at
+// compile time (CHUNKS divides the warp): no division, one address add per copy.
+template <int ROWS, int CHUNKS>
+__device__ __forceinline__ void load_rows(uint32_t buf, int stage_stride, const void* in, int64_t ld, int64_t row0,
+                                          int64_t batch, int lane) {
+  static_assert(kWarpSize % CHUNKS == 0, "a row's chunks must divide the warp");
+  constexpr int kStep = kWarpSize / CHUNKS;  // rows per pass of the warp
+  const int r = lane / CHUNKS, c = lane % CHUNKS;
+  const uint16_t* src = static_cast<const uint16_t*>(in) + (row0 + r) * ld + c * 8;
+#pragma unroll
+  for (int i = 0; i < ROWS / kStep; ++i) {
+    const bool valid = row0 + r + i * kStep < batch;
+    px::cp_async_16(buf + (r + i * kStep) * stage_stride + c * 16, valid ? src + i * kStep * ld : in, valid ? 16u : 0u);
+  }
+}
+
 // dW_L's slice of this warp, over the round: dz_b holds dZ_L, x_b the layer's input.
 template <typename T>
 __device__ __forceinline__ void train_dw_step(float (&dw)[4][4], const KernelShape& s, int L, uint32_t all_buffers,
@@ -57,10 +74,14 @@ __device__ __forceinline__ void train_dw_step(float (&dw)[4][4], const KernelSha
   }
 }
 
-template <typename T, int H>
+template <typename T, int H, int IN, int OUT>
 __device__ __forceinline__ void train_step_body(KernelShape s, ForwardArgs args, int weight_bytes, int64_t n_tiles,
                                                 float* partial) {
   using Tl = StreamTiling<kDwWidth>;
+  // The widths as constants (the launcher picked this instantiation by them): loops over columns
+  // unroll and every weight offset folds.
+  s.in_width = IN;
+  s.out_width = OUT;
   constexpr int kBuffers = train_buffers(H), kOut = kBuffers - 1;
   constexpr int stage_stride = kTrainStageStride;  // a constant: the buffers' addresses fold into immediates
   extern __shared__ uint4 smem_raw[];
@@ -83,8 +104,7 @@ __device__ __forceinline__ void train_step_body(KernelShape s, ForwardArgs args,
       for (int i = 0; i < 4; ++i) dw[L][j][i] = 0.0f;
 
   if (first0 + warp < n_tiles)
-    load_tile<Tl::kRows>(buffer(0), stage_stride, args.input, args.ld_in, s.in_width, (first0 + warp) * Tl::kRows, batch,
-                         lane);
+    load_rows<Tl::kRows, IN / 8>(buffer(0), stage_stride, args.input, args.ld_in, (first0 + warp) * Tl::kRows, batch, lane);
   px::cp_async_commit();
   stage_weights_async<kDwWidth>(smem, static_cast<const T*>(args.weights), s);  // lands the tile too; syncs
   const uint32_t w_base = px::shared_address(smem);
@@ -98,8 +118,8 @@ __device__ __forceinline__ void train_step_body(KernelShape s, ForwardArgs args,
     // The next round's input into the other input buffer (read last by the round before's dW_0,
     // behind that round's closing barrier): a round ahead.
     if (tile + step < n_tiles)
-      load_tile<Tl::kRows>(buffer(xb ^ 1), stage_stride, args.input, args.ld_in, s.in_width, (tile + step) * Tl::kRows,
-                           batch, lane);
+      load_rows<Tl::kRows, IN / 8>(buffer(xb ^ 1), stage_stride, args.input, args.ld_in, (tile + step) * Tl::kRows, batch,
+                                   lane);
     px::cp_async_commit();
     if (has_tile) prefetch_target<Tl::kRows>(args.loss, row0, batch, lane);
     px::cp_async_wait<1>();  // this round's input (this lane's copies) has landed ...
@@ -181,14 +201,14 @@ __device__ __forceinline__ void train_step_body(KernelShape s, ForwardArgs args,
   }
 }
 
-template <typename T, int H>
+template <typename T, int H, int IN, int OUT>
 __global__ void __launch_bounds__(kDwWarps* kWarpSize, 1)
     stream_train_kernel(KernelShape s, ForwardArgs args, int weight_bytes, int64_t n_tiles, float* partial) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   if constexpr (__CUDA_ARCH__ < kTrainMinArch)
     __trap();  // never launched: the launcher checks the architecture first
   else
-    train_step_body<T, H>(s, args, weight_bytes, n_tiles, partial);
+    train_step_body<T, H, IN, OUT>(s, args, weight_bytes, n_tiles, partial);
 #else
   __trap();  // never launched: the launcher checks the architecture first
 #endif
