@@ -7,8 +7,9 @@
 //
 // Why: run as three kernels, the pass writes every hidden layer's y and dL/doutput and reads them
 // back (1,284 B per sample at 64 -> 64 x 2 -> 64 with the loss folded); here only the input and
-// the FP32 target come in and one loss value per row goes out (388 B), so the pass is bound by
-// the tensor cores and shared memory, no longer by DRAM.
+// the FP32 target come in and one loss value per row goes out (388 B), so DRAM no longer bounds
+// the pass: with eight warps per SM (255 registers, 220 KB of shared memory) it is bound by
+// instruction issue and latency, hence the work kept off the per-element path (docs/PERFORMANCE.md).
 //
 // How: the block's kDwWarps warps run in lockstep, one round of kDwWarps tiles (one per warp) at a
 // time. Per warp, shared memory holds (buffer_of): the round's input tile and the next round's
@@ -47,11 +48,16 @@ __device__ __forceinline__ void load_rows(uint32_t buf, int stage_stride, const 
   static_assert(kWarpSize % CHUNKS == 0, "a row's chunks must divide the warp");
   constexpr int kStep = kWarpSize / CHUNKS;  // rows per pass of the warp
   const int r = lane / CHUNKS, c = lane % CHUNKS;
+  const int64_t left = batch - row0;                           // >= 1: the tile starts inside the batch
+  const int rows = left < ROWS ? static_cast<int>(left) : ROWS;  // of the tile's
   const uint16_t* src = static_cast<const uint16_t*>(in) + (row0 + r) * ld + c * 8;
+  const int64_t step = kStep * ld;
+  const uint32_t dst = buf + r * stage_stride + c * 16;
 #pragma unroll
   for (int i = 0; i < ROWS / kStep; ++i) {
-    const bool valid = row0 + r + i * kStep < batch;
-    px::cp_async_16(buf + (r + i * kStep) * stage_stride + c * 16, valid ? src + i * kStep * ld : in, valid ? 16u : 0u);
+    const bool valid = r + i * kStep < rows;
+    px::cp_async_16(dst + i * kStep * stage_stride, valid ? src : in, valid ? 16u : 0u);
+    src += step;
   }
 }
 
