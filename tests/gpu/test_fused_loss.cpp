@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "cuda/fused/forward_choice.h"
+#include "gpu/fused_pass_cases.h"
 #include "testing/device_matrix.h"
 #include "testing/host_copies.h"
 #include "tinyfuse/tinyfuse.h"
@@ -31,43 +32,19 @@ using tinyfuse::testing::download;
 using tinyfuse::testing::upload;
 using tinyfuse::testing::DeviceMatrix;
 namespace fz = tinyfuse::cuda::fused;
+using tinyfuse::testing::describe;
+using tinyfuse::testing::network_config;
+using tinyfuse::testing::sm90_or_newer;
 
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
+using LossCase = tinyfuse::testing::FusedPassCase;
 
-// Same bits and no NaN (FP16 / BF16 / FP32 -> double is exact).
+// The folded path against forward() then the loss.
 ::testing::AssertionResult same_bits(const std::vector<double>& got, const std::vector<double>& want, const char* what) {
-  if (got.size() != want.size()) return ::testing::AssertionFailure() << what << ": sizes " << got.size() << " vs " << want.size();
-  for (size_t i = 0; i < got.size(); ++i)
-    if (std::isnan(got[i]) || std::isnan(want[i]) || std::memcmp(&got[i], &want[i], sizeof(double)) != 0)
-      return ::testing::AssertionFailure() << what << ", element " << i << ": " << got[i] << " (folded) vs " << want[i]
-                                           << " (forward, then the loss)";
-  return ::testing::AssertionSuccess();
-}
-
-struct LossCase {
-  DType precision;
-  uint32_t in, width, hidden, dims;
-  std::string act, out_act;
-};
-
-std::string describe(const LossCase& c, const std::string& loss, int64_t batch) {
-  return std::string(c.precision == DType::BF16 ? "bf16 " : "f16 ") + std::to_string(c.in) + "->" + std::to_string(c.width) +
-         "x" + std::to_string(c.hidden) + "->" + std::to_string(c.dims) + " " + c.act + "/" + c.out_act + " " + loss +
-         " batch " + std::to_string(batch);
-}
-
-json network_config(const LossCase& c) {
-  return {{"otype", "FullyFusedMLP"},     {"n_neurons", c.width},  {"n_hidden_layers", c.hidden},
-          {"activation", c.act},          {"output_activation", c.out_act},
-          {"precision", c.precision == DType::BF16 ? "bf16" : "f16"}};
-}
-
-bool sm90_or_newer() {
-  cudaDeviceProp prop{};
-  return cudaGetDeviceProperties(&prop, 0) == cudaSuccess && prop.major >= 9;
+  return tinyfuse::testing::same_bits(got, want, what, "folded", "forward, then the loss");
 }
 
 std::vector<int64_t> batches() {

@@ -244,11 +244,17 @@ class FullyFusedMlp final : public MlpBase {
     float* p = static_cast<float*>(partial.data());
     const int64_t chunks = fused::launch_backward_fused_weight_grads(kDType, shape_, a, p, s);
     if (chunks == 0) return false;
-    const std::vector<fused::WeightGradLayer> grads = weight_grad_layers();
-    fused::launch_weight_grad_reduce(kDType, chunks, grads.data(), static_cast<int>(grads.size()), p,
-                                     mode == GradientMode::Accumulate, s);
+    reduce_weight_partials(chunks, p, mode, s);
     return true;
 #endif
+  }
+
+  // The parameter gradients from the `chunks` per-block dW partials of a kernel that forms them
+  // inside (written or added as `mode` says).
+  void reduce_weight_partials(int64_t chunks, const float* partial, GradientMode mode, gpuStream_t s) const {
+    const std::vector<fused::WeightGradLayer> grads = weight_grad_layers();
+    fused::launch_weight_grad_reduce(kDType, chunks, grads.data(), static_cast<int>(grads.size()), partial,
+                                     mode == GradientMode::Accumulate, s);
   }
 
   // Each layer's weight-gradient shape and destination; the operands are the caller's.
@@ -319,9 +325,7 @@ class FullyFusedMlp final : public MlpBase {
     float* p = static_cast<float*>(partial.data());
     const int64_t chunks = fused::launch_fused_train_step(kDType, shape_, a, p, s);
     if (chunks == 0) return false;
-    const std::vector<fused::WeightGradLayer> grads = weight_grad_layers();
-    fused::launch_weight_grad_reduce(kDType, chunks, grads.data(), static_cast<int>(grads.size()), p,
-                                     mode == GradientMode::Accumulate, s);
+    reduce_weight_partials(chunks, p, mode, s);
     return true;
 #endif
   }

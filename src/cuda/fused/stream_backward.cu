@@ -7,7 +7,6 @@ namespace tinyfuse::cuda::fused {
 
 namespace {
 
-
 template <typename T, int WIDTH, Epilogue HIDDEN, Epilogue OUT>
 bool launch_backward_variant(const FusedShape& shape, const BackwardArgs& args, gpuStream_t stream) {
   using Tl = StreamTiling<WIDTH>;

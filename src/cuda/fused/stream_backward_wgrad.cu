@@ -9,7 +9,6 @@ namespace tinyfuse::cuda::fused {
 
 namespace {
 
-
 // The shapes the kernel is written for (its header says why these).
 bool shape_applies(const FusedShape& shape) {
   return shape.width == kDwWidth && shape.act == Activation::ReLU && shape.out_act == Activation::None &&
@@ -48,10 +47,7 @@ int64_t dw_blocks(const FusedShape& shape, DType t, int64_t batch) {
 
 size_t fused_weight_grad_partial_floats(DType t, const FusedShape& shape, int64_t batch) {
   if (!shape_applies(shape) || (t != DType::F16 && t != DType::BF16) || batch <= 0) return 0;
-  const KernelShape s = kernel_shape(shape, true);
-  size_t elems = 0;
-  for (int l = 0; l <= s.n_hidden; ++l) elems += static_cast<size_t>(layer_out(kDwWidth, s, l)) * layer_in(kDwWidth, s, l);
-  return static_cast<size_t>(dw_blocks(shape, t, batch)) * elems;
+  return static_cast<size_t>(dw_blocks(shape, t, batch)) * dw_partial_floats(kernel_shape(shape, true));
 }
 
 int64_t launch_backward_fused_weight_grads(DType t, const FusedShape& shape, const BackwardArgs& args, float* partial,

@@ -39,6 +39,13 @@ constexpr int kDwMaxLayers = 4;        // n_hidden <= 3
 constexpr int kDwStride = kDwWidth + 8;  // floats per row of a layer's dW in shared memory (bank spread)
 constexpr int kDwLayerFloats = kDwWidth * kDwStride;
 
+// Floats of one block's partial: every layer's dW (out x in), back to back.
+inline size_t dw_partial_floats(const KernelShape& s) {
+  size_t floats = 0;
+  for (int l = 0; l <= s.n_hidden; ++l) floats += static_cast<size_t>(layer_out(kDwWidth, s, l)) * layer_in(kDwWidth, s, l);
+  return floats;
+}
+
 // Where the next item to load is (tile, item 0 .. n_hidden + 1, ring buffer); as ItemCursor.
 template <typename T>
 __device__ __forceinline__ void load_dw_item(ItemCursor& c, uint32_t buffers, int buffer_bytes, int stage_stride,

@@ -87,10 +87,7 @@ void launch(DType t, const FusedShape& shape, const ForwardArgs& args, float* pa
 
 size_t fused_train_partial_floats(DType t, const FusedShape& shape, int64_t batch) {
   if (!shape_applies(shape) || (t != DType::F16 && t != DType::BF16) || batch <= 0 || !arch_applies()) return 0;
-  const KernelShape s = kernel_shape(shape, true);
-  size_t elems = 0;
-  for (int l = 0; l <= s.n_hidden; ++l) elems += static_cast<size_t>(layer_out(kDwWidth, s, l)) * layer_in(kDwWidth, s, l);
-  return static_cast<size_t>(train_blocks(shape, t, batch)) * elems;
+  return static_cast<size_t>(train_blocks(shape, t, batch)) * dw_partial_floats(kernel_shape(shape, true));
 }
 
 int64_t launch_fused_train_step(DType t, const FusedShape& shape, const ForwardArgs& args, float* partial,
