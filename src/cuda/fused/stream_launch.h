@@ -49,7 +49,8 @@ int64_t launch_backward_fused_weight_grads(DType t, const FusedShape& shape, con
 // does not apply: fused_train_step(), fused_loss() or fused_weight_grads() off, ForwardPath::General, a shape other than
 // launch_backward_fused_weight_grads' with 1 or 2 hidden layers, a device older than sm_90 or
 // a build without sm_90 code, unaligned input. fused_train_partial_floats: the floats `partial`
-// needs (0 where the shape or dtype rules the kernel out).
+// needs (0 where the switches, the shape, the dtype or the device rule the kernel out, so that
+// nothing is allocated for it then).
 size_t fused_train_partial_floats(DType t, const FusedShape& shape, int64_t batch);
 int64_t launch_fused_train_step(DType t, const FusedShape& shape, const ForwardArgs& args, float* partial,
                                 gpuStream_t stream);

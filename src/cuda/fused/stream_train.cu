@@ -61,6 +61,11 @@ TrainKernel kernel_for(DType t, const FusedShape& shape) {
   return t == DType::F16 ? kernel_of<__half>(shape) : kernel_of<__nv_bfloat16>(shape);
 }
 
+// It folds the loss and forms the weight gradients inside: switching either off switches it off.
+bool switched_on() {
+  return fused_train_step() && fused_loss() && fused_weight_grads() && forward_path() != ForwardPath::General;
+}
+
 bool arch_applies() {
   const DeviceLimits& dev = device_limits();
   return dev.major * 100 + dev.minor * 10 >= kTrainMinArch;
@@ -86,14 +91,14 @@ void launch(DType t, const FusedShape& shape, const ForwardArgs& args, float* pa
 }  // namespace
 
 size_t fused_train_partial_floats(DType t, const FusedShape& shape, int64_t batch) {
-  if (!shape_applies(shape) || (t != DType::F16 && t != DType::BF16) || batch <= 0 || !arch_applies()) return 0;
+  if (!switched_on() || !shape_applies(shape) || (t != DType::F16 && t != DType::BF16) || batch <= 0 || !arch_applies())
+    return 0;
   return static_cast<size_t>(train_blocks(shape, t, batch)) * dw_partial_floats(kernel_shape(shape, true));
 }
 
 int64_t launch_fused_train_step(DType t, const FusedShape& shape, const ForwardArgs& args, float* partial,
                                 gpuStream_t stream) {
-  // It folds the loss and forms the weight gradients inside: switching either off switches it off.
-  if (!fused_train_step() || !fused_loss() || !fused_weight_grads() || forward_path() == ForwardPath::General) return 0;
+  if (!switched_on()) return 0;
   if (!shape_applies(shape) || (t != DType::F16 && t != DType::BF16) || args.batch <= 0 || !partial) return 0;
   if (!arch_applies() || !loss_applies(shape, args.loss)) return 0;
   // The input is read with 16-byte copies (launch.h's rules; checked, not assumed).
