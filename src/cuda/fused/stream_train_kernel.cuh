@@ -12,7 +12,7 @@
 // instruction issue and latency, hence the work kept off the per-element path (docs/PERFORMANCE.md).
 //
 // How: the block's kDwWarps warps run in lockstep, one round of kDwWarps tiles (one per warp) at a
-// time. Per warp, shared memory holds (buffer_of): the round's input tile and the next round's
+// time. Per warp, shared memory holds (`buffer(i)`): the round's input tile and the next round's
 // (in flight from the round's start), each hidden layer's y, and the output tile. The forward runs
 // warp by warp as the streaming forward does (same helpers, same bits): y_l into its buffer, the
 // output into the output buffer, where the loss epilogue turns it into dL/doutput in place. Then,
