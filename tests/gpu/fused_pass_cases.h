@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "testing/device_matrix.h"
+#include "testing/host_copies.h"
 #include "tinyfuse/tinyfuse.h"
 
 namespace tinyfuse::testing {
@@ -50,6 +52,49 @@ inline ::testing::AssertionResult same_bits(const std::vector<double>& got, cons
       return ::testing::AssertionFailure() << what << ", element " << i << ": " << got[i] << " (" << got_is << ") vs "
                                            << want[i] << " (" << want_is << ")";
   return ::testing::AssertionSuccess();
+}
+
+// Ten Trainer steps (Adam, L2) of a 32 -> 64 x 2 -> 7 FullyFusedMLP, alone or behind an Identity
+// encoding (no parameters), on seeded batches: the losses and the final FP32 parameters. The
+// caller sets the path under test first.
+struct TrainerRun {
+  std::vector<float> losses, params;
+};
+inline TrainerRun ten_trainer_steps(bool with_encoding) {
+  const json net_cfg = {{"otype", "FullyFusedMLP"}, {"n_neurons", 64}, {"n_hidden_layers", 2},
+                        {"activation", "ReLU"},    {"output_activation", "None"}};
+  std::shared_ptr<DifferentiableObject> model;
+  if (with_encoding)
+    model = create_network_with_input_encoding(32, 7, {{"otype", "Identity"}}, net_cfg, BuildOptions{Device::CUDA});
+  else
+    model = create_network(net_cfg, 32, 7, BuildOptions{Device::CUDA});
+  Trainer trainer(model, create_optimizer({{"otype", "Adam"}, {"learning_rate", 1e-2}}, BuildOptions{Device::CUDA}),
+                  create_loss({{"otype", "L2"}}, BuildOptions{Device::CUDA}), 31);
+  const int64_t batch = 4099;
+  Pcg32 rng(5);
+  DeviceMatrix in(model->input_dtype(), batch, 32, false), tgt(DType::F32, batch, 7, false);
+  TrainerRun run;
+  for (int step = 0; step < 10; ++step) {
+    std::vector<double> x(batch * 32), y(batch * 7);
+    for (auto& v : x) v = rng.next_double();
+    for (auto& v : y) v = std::sin(3 * v + rng.next_double());
+    upload(in.view, x);
+    upload(tgt.view, y);
+    run.losses.push_back(trainer.training_step(in.view, tgt.view));
+  }
+  run.params = trainer.params_host();
+  return run;
+}
+
+// Every loss and every parameter the same bits.
+inline void expect_same_runs(const TrainerRun& got, const TrainerRun& want, const char* got_is) {
+  ASSERT_EQ(got.losses.size(), want.losses.size());
+  for (size_t i = 0; i < got.losses.size(); ++i)
+    EXPECT_EQ(std::memcmp(&got.losses[i], &want.losses[i], sizeof(float)), 0)
+        << "step " << i << " loss " << got.losses[i] << " (" << got_is << ") vs " << want.losses[i];
+  ASSERT_EQ(got.params.size(), want.params.size());
+  EXPECT_EQ(std::memcmp(got.params.data(), want.params.data(), got.params.size() * sizeof(float)), 0)
+      << "parameters after ten steps differ";
 }
 
 }  // namespace tinyfuse::testing

@@ -197,44 +197,17 @@ TEST_F(FusedLoss, StridedTargetAndDataPdf) {
 // Ten Trainer steps (Adam), folded and not: the same losses and parameters bit for bit, and the
 // fold taken on sm_90+ through NetworkWithInputEncoding too.
 TEST_F(FusedLoss, TrainerStepsSameBits) {
-  const bool expect_kernel = sm90_or_newer();
   for (bool with_encoding : {false, true}) {
     SCOPED_TRACE(with_encoding ? "NetworkWithInputEncoding (Identity)" : "FullyFusedMLP");
-    std::vector<std::vector<float>> params(2);
-    std::vector<std::vector<float>> losses(2);
-    for (int fold = 0; fold < 2; ++fold) {
-      fz::force_fused_loss(fold == 1);
-      const json net_cfg = {{"otype", "FullyFusedMLP"}, {"n_neurons", 64}, {"n_hidden_layers", 2},
-                            {"activation", "ReLU"},    {"output_activation", "None"}};
-      std::shared_ptr<DifferentiableObject> model;
-      if (with_encoding)
-        model = create_network_with_input_encoding(32, 7, {{"otype", "Identity"}}, net_cfg, BuildOptions{Device::CUDA});
-      else
-        model = create_network(net_cfg, 32, 7, BuildOptions{Device::CUDA});
-      Trainer trainer(model, create_optimizer({{"otype", "Adam"}, {"learning_rate", 1e-2}}, BuildOptions{Device::CUDA}),
-                      create_loss({{"otype", "L2"}}, BuildOptions{Device::CUDA}), 31);
-      const int64_t batch = 4099;
-      Pcg32 rng(5);
-      DeviceMatrix in(model->input_dtype(), batch, 32, false), tgt(DType::F32, batch, 7, false);
-      const unsigned long long before = fz::fused_loss_launches();
-      for (int step = 0; step < 10; ++step) {
-        std::vector<double> x(batch * 32), y(batch * 7);
-        for (auto& v : x) v = rng.next_double();
-        for (auto& v : y) v = std::sin(3 * v + rng.next_double());
-        upload(in.view, x);
-        upload(tgt.view, y);
-        losses[fold].push_back(trainer.training_step(in.view, tgt.view));
-      }
-      EXPECT_EQ(fz::fused_loss_launches() - before, fold == 1 && expect_kernel ? 10u : 0u) << "which forward ran";
-      params[fold] = trainer.params_host();
-    }
-    ASSERT_EQ(losses[0].size(), losses[1].size());
-    for (size_t i = 0; i < losses[0].size(); ++i)
-      EXPECT_EQ(std::memcmp(&losses[0][i], &losses[1][i], sizeof(float)), 0)
-          << "step " << i << " loss " << losses[1][i] << " (folded) vs " << losses[0][i];
-    ASSERT_EQ(params[0].size(), params[1].size());
-    EXPECT_EQ(std::memcmp(params[0].data(), params[1].data(), params[0].size() * sizeof(float)), 0)
-        << "parameters after ten steps differ";
+    fz::force_fused_loss(false);
+    const unsigned long long off = fz::fused_loss_launches();
+    const tinyfuse::testing::TrainerRun want = tinyfuse::testing::ten_trainer_steps(with_encoding);
+    EXPECT_EQ(fz::fused_loss_launches() - off, 0u) << "switched off, the path ran";
+    fz::force_fused_loss(true);
+    const unsigned long long before = fz::fused_loss_launches();
+    const tinyfuse::testing::TrainerRun got = tinyfuse::testing::ten_trainer_steps(with_encoding);
+    EXPECT_EQ(fz::fused_loss_launches() - before, sm90_or_newer() ? 10u : 0u) << "which path ran";
+    tinyfuse::testing::expect_same_runs(got, want, "folded");
   }
 }
 

@@ -210,40 +210,15 @@ TEST_F(FusedTrainStep, OtherCasesTakeTheDefaultPath) {
 TEST_F(FusedTrainStep, TrainerStepsSameBits) {
   for (bool with_encoding : {false, true}) {
     SCOPED_TRACE(with_encoding ? "NetworkWithInputEncoding (Identity)" : "FullyFusedMLP");
-    std::vector<std::vector<float>> params(2), losses(2);
-    for (int one = 0; one < 2; ++one) {
-      fz::force_fused_train_step(one == 1);
-      const json net_cfg = {{"otype", "FullyFusedMLP"}, {"n_neurons", 64}, {"n_hidden_layers", 2},
-                            {"activation", "ReLU"},    {"output_activation", "None"}};
-      std::shared_ptr<DifferentiableObject> model;
-      if (with_encoding)
-        model = create_network_with_input_encoding(32, 7, {{"otype", "Identity"}}, net_cfg, BuildOptions{Device::CUDA});
-      else
-        model = create_network(net_cfg, 32, 7, BuildOptions{Device::CUDA});
-      Trainer trainer(model, create_optimizer({{"otype", "Adam"}, {"learning_rate", 1e-2}}, BuildOptions{Device::CUDA}),
-                      create_loss({{"otype", "L2"}}, BuildOptions{Device::CUDA}), 31);
-      const int64_t batch = 4099;
-      Pcg32 rng(5);
-      DeviceMatrix in(model->input_dtype(), batch, 32, false), tgt(DType::F32, batch, 7, false);
-      const unsigned long long before = fz::fused_train_step_launches();
-      for (int step = 0; step < 10; ++step) {
-        std::vector<double> x(batch * 32), y(batch * 7);
-        for (auto& v : x) v = rng.next_double();
-        for (auto& v : y) v = std::sin(3 * v + rng.next_double());
-        upload(in.view, x);
-        upload(tgt.view, y);
-        losses[one].push_back(trainer.training_step(in.view, tgt.view));
-      }
-      EXPECT_EQ(fz::fused_train_step_launches() - before, one == 1 && sm90_or_newer() ? 10u : 0u) << "which path ran";
-      params[one] = trainer.params_host();
-    }
-    ASSERT_EQ(losses[0].size(), losses[1].size());
-    for (size_t i = 0; i < losses[0].size(); ++i)
-      EXPECT_EQ(std::memcmp(&losses[0][i], &losses[1][i], sizeof(float)), 0)
-          << "step " << i << " loss " << losses[1][i] << " (one kernel) vs " << losses[0][i];
-    ASSERT_EQ(params[0].size(), params[1].size());
-    EXPECT_EQ(std::memcmp(params[0].data(), params[1].data(), params[0].size() * sizeof(float)), 0)
-        << "parameters after ten steps differ";
+    fz::force_fused_train_step(false);
+    const unsigned long long off = fz::fused_train_step_launches();
+    const tinyfuse::testing::TrainerRun want = tinyfuse::testing::ten_trainer_steps(with_encoding);
+    EXPECT_EQ(fz::fused_train_step_launches() - off, 0u) << "switched off, the path ran";
+    fz::force_fused_train_step(true);
+    const unsigned long long before = fz::fused_train_step_launches();
+    const tinyfuse::testing::TrainerRun got = tinyfuse::testing::ten_trainer_steps(with_encoding);
+    EXPECT_EQ(fz::fused_train_step_launches() - before, sm90_or_newer() ? 10u : 0u) << "which path ran";
+    tinyfuse::testing::expect_same_runs(got, want, "one kernel");
   }
 }
 
