@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -16,6 +17,8 @@
 #include "tinyfuse/buffer.h"
 #include "tinyfuse/factory.h"
 #include "tinyfuse/random.h"
+
+#include "launch_floor.h"
 
 namespace tinyfuse::bench {
 
@@ -61,7 +64,12 @@ struct Events {
 
 // `plan.warmup` runs, then `plan.repeats` runs each between its own start and stop event on
 // `stream`; work(i) queues run i (i counts warm-up runs too, so the input rotation continues).
-Stats time_with_events(const TimingPlan& plan, cudaStream_t stream, const std::function<void(int)>& work) {
+// Returns the GPU seconds per run (events) and the host seconds spent queuing each run.
+struct Timed {
+  Stats gpu, host;
+};
+Timed time_with_events(const TimingPlan& plan, cudaStream_t stream, const std::function<void(int)>& work) {
+  using Clock = std::chrono::steady_clock;
   int run = 0;
   for (int i = 0; i < plan.warmup; ++i) {
     work(run++);
@@ -69,10 +77,14 @@ Stats time_with_events(const TimingPlan& plan, cudaStream_t stream, const std::f
   }
   check(cudaStreamSynchronize(stream), "warm-up runs");
   Events ev(plan.repeats);
+  std::vector<double> host;
+  host.reserve(static_cast<size_t>(plan.repeats));
   for (int i = 0; i < plan.repeats; ++i) {
     const size_t k = static_cast<size_t>(i);
     check(cudaEventRecord(ev.start[k], stream), "cudaEventRecord");
+    const Clock::time_point t0 = Clock::now();
     work(run++);
+    host.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
     check(cudaEventRecord(ev.stop[k], stream), "cudaEventRecord");
     if (plan.sync_each_run) check(cudaEventSynchronize(ev.stop[k]), "timed run");
   }
@@ -85,7 +97,7 @@ Stats time_with_events(const TimingPlan& plan, cudaStream_t stream, const std::f
           "cudaEventElapsedTime");
     seconds.push_back(static_cast<double>(ms) * 1e-3);
   }
-  return summarize(std::move(seconds));
+  return {summarize(std::move(seconds)), summarize(std::move(host))};
 }
 
 }  // namespace
@@ -180,9 +192,11 @@ struct GpuBench::Impl {
     const TensorView out = output.matrix(net->output_dtype(), c.batch, net->padded_output_width(), stream);
     settle();
 
-    r.seconds = time_with_events(plan, stream, [&](int i) {
+    const Timed t = time_with_events(plan, stream, [&](int i) {
       net->inference(in.views[static_cast<size_t>(i % buffers)], out);
     });
+    r.seconds = t.gpu;
+    r.host_seconds = t.host;
   }
 
   void run_training(const MlpCase& c, const TimingPlan& plan, uint64_t seed, CaseResult& r) {
@@ -206,10 +220,12 @@ struct GpuBench::Impl {
     settle();
 
     Trainer& trainer = *m.trainer;
-    r.seconds = time_with_events(plan, stream, [&](int i) {
+    const Timed t = time_with_events(plan, stream, [&](int i) {
       const size_t k = static_cast<size_t>(i % buffers);
       trainer.training_step_async(in.views[k], tg.views[k]);
     });
+    r.seconds = t.gpu;
+    r.host_seconds = t.host;
     r.last_loss = trainer.last_loss();  // one read-back, after the timed runs
     r.loss_finite = std::isfinite(r.last_loss);
   }
@@ -258,6 +274,10 @@ GpuBench::~GpuBench() {
 }
 
 const GpuInfo& GpuBench::info() const { return impl_->info; }
+
+Stats GpuBench::launch_floor(const TimingPlan& plan) {
+  return time_with_events(plan, impl_->stream, [&](int) { check(queue_empty_kernel(impl_->stream), "empty kernel"); }).gpu;
+}
 
 CaseResult GpuBench::run(const MlpCase& c, const TimingPlan& plan, uint64_t seed) {
   CaseResult r;

@@ -51,6 +51,10 @@ class GpuBench {
 
   const GpuInfo& info() const;
 
+  // Seconds per run of an empty kernel timed exactly as run() times a network: the floor under
+  // every per-call figure (host launch, the GPU picking the kernel up, the events).
+  Stats launch_floor(const TimingPlan& plan);
+
   // Builds the network (or trainer) on Device::CUDA and times it:
   //   inference: network->inference(input, output)
   //   training:  Trainer::training_step_async(input, target) (L2 loss, Adam); the loss is read

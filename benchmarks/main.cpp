@@ -1,5 +1,6 @@
 // tinyfuse-bench: command line, then the runs in order (sgemm peak on the CPU, then every
 // network x width x mode x batch), progress on stderr, the table on stdout and the JSON record on disk.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -27,7 +28,8 @@ const char* kUsage =
     "usage: tinyfuse-bench [--device cpu|cuda] [--networks A,B] [--widths 64,128] [--batches 14,16]\n"
     "                      [--out FILE.json] [--repeats N] [--warmup N] [--quick]\n"
     "                      [--ceilings TORCH.json] [--compare TORCH.json] [--queue-runs]\n"
-    "                      [--grid-compare TORCH_GRID.json] [--skip-mlp] [--skip-encodings] [--help]\n"
+    "                      [--grid-compare TORCH_GRID.json] [--modes inference,training]\n"
+    "                      [--skip-mlp] [--skip-encodings] [--help]\n"
     "\n"
     "Throughput of the n->n x2->n ReLU MLP, inference and training (L2 loss, Adam).\n"
     "cpu: PortableMLP and CutlassMLP against the FP32 sgemm rate of the same BLAS, measured in the same run.\n"
@@ -51,6 +53,7 @@ const char* kUsage =
     "                    (each still has its own event pair)\n"
     "  --grid-compare F  cuda: torch_hashgrid.py's JSON; adds PyTorch eager / compile samples/s of the same\n"
     "                    HashGrid rows and the ratios, and its copy bandwidth (when --ceilings gives none)\n"
+    "  --modes L         MLP rows of these modes only: inference, training or both (default both)\n"
     "  --skip-mlp        run only the encoding rows\n"
     "  --skip-encodings  run only the MLP rows\n"
     "  --help, -h        this text\n";
@@ -64,6 +67,7 @@ struct Options {
   std::optional<std::vector<int>> batch_log2;
   std::optional<std::vector<int>> widths;
   std::optional<std::vector<std::string>> networks;
+  std::vector<tb::Mode> modes = {tb::Mode::Inference, tb::Mode::Training};
   std::string out, ceilings, compare, grid_compare;
   std::optional<int> repeats, warmup;
   bool quick = false;
@@ -108,7 +112,7 @@ std::vector<int> parse_int_list(const std::string& flag, const std::string& text
 Options parse_args(int argc, char** argv) {
   static const std::vector<std::string> known = {"device", "networks", "widths", "batches", "out", "repeats", "warmup",
                                                  "quick", "ceilings", "compare", "queue-runs", "help",
-                                                 "grid-compare", "skip-mlp", "skip-encodings"};
+                                                 "grid-compare", "skip-mlp", "skip-encodings", "modes"};
   Options o;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -153,6 +157,13 @@ Options parse_args(int argc, char** argv) {
       o.widths = parse_int_list(name, value, "64,128", 1, 4096);
     } else if (name == "networks") {
       o.networks = split_list(name, value, "PortableMLP,BlasLtMLP");
+    } else if (name == "modes") {
+      o.modes.clear();
+      for (const std::string& m : split_list(name, value, "inference,training")) {
+        if (m != "inference" && m != "training") throw UsageError{"--modes takes inference and/or training, got '" + m + "'"};
+        const tb::Mode mode = m == "inference" ? tb::Mode::Inference : tb::Mode::Training;
+        if (std::find(o.modes.begin(), o.modes.end(), mode) == o.modes.end()) o.modes.push_back(mode);
+      }
     } else if (name == "out") {
       if (value.empty()) throw UsageError{"--out needs a file name"};
       o.out = value;
@@ -291,6 +302,8 @@ int run(const Options& o) {
     if (r.torch && !r.torch->device.empty() && r.torch->device != r.gpu->name)
       std::cerr << "tinyfuse-bench: warning: the PyTorch figures were measured on '" << r.torch->device << "', this is '"
                 << r.gpu->name << "'\n";
+    r.launch_floor = gpu_bench->launch_floor(r.plan);
+    std::cerr << "[floor] an empty kernel, timed the same way: " << r.launch_floor->median * 1e6 << " us per run\n";
   }
 #endif
 
@@ -306,7 +319,7 @@ int run(const Options& o) {
   std::vector<tb::MlpCase> cases;
   for (const auto& net : o.skip_mlp ? std::vector<std::string>{} : r.networks)
     for (uint32_t width : r.widths)
-      for (tb::Mode mode : {tb::Mode::Inference, tb::Mode::Training})
+      for (tb::Mode mode : o.modes)
         if (tb::bench_case_applies(device, net, mode, width))
           for (int64_t batch : r.batches) cases.push_back({net, mode, batch, width});
   bool all_ok = !r.peak || r.peak->ok;

@@ -69,6 +69,7 @@ struct CaseResult {
   double input_bytes = 0;
   bool loss_finite = true;     // training: last_loss is finite
   Stats seconds;               // per call
+  Stats host_seconds;          // GPU runs: host time spent queuing each call (inside the timed span)
   double last_loss = 0;        // training only: the loss of the last step
   bool ok = false;
   std::string error;           // when !ok

@@ -101,6 +101,9 @@ void print_gpu_header(std::ostream& os, const Report& r) {
   os << "  timing   median of " << r.plan.repeats << " timed runs after " << r.plan.warmup
      << " warm-up runs; one pair of CUDA events per run on the benchmark's non-blocking stream, "
      << (r.plan.sync_each_run ? "host waits for each run" : "runs queued back to back") << '\n';
+  if (r.launch_floor)
+    os << "  floor    an empty kernel timed the same way: " << fixed(r.launch_floor->median * 1e6, 1)
+       << " us per run (median); us/call (host) = median time per call and, in brackets, the host's time queuing it\n";
   os << "  inputs   PCG32 uniform [-1, 1), rotated over >= " << kRotationMinBuffers << " buffers and > "
      << (kRotationMinBytes >> 20) << " MiB per case; training: FP32 targets, L2 loss, Adam, loss read once after the runs\n";
   if (r.ceilings) {
@@ -125,8 +128,9 @@ void print_gpu_header(std::ostream& os, const Report& r) {
 }
 
 void print_gpu_table(std::ostream& os, const Report& r, std::vector<std::string>& errors) {
-  std::vector<std::string> head = {"network", "prec", "width", "mode", "batch", "samples/s", "(min - max)", "TFLOP/s"};
-  std::vector<bool> right = {false, false, true, false, true, true, true, true};
+  std::vector<std::string> head = {"network", "prec", "width", "mode", "batch", "samples/s", "(min - max)", "us/call (host)",
+                                   "TFLOP/s"};
+  std::vector<bool> right = {false, false, true, false, true, true, true, true, true};
   if (r.ceilings) {
     head.insert(head.end(), {"% mem", "% compute", "binds"});
     right.insert(right.end(), {true, true, false});
@@ -141,12 +145,14 @@ void print_gpu_table(std::ostream& os, const Report& r, std::vector<std::string>
                                     std::to_string(c.width), to_string(c.mode), batch_label(c.batch)};
     if (c.ok) {
       const double lo = static_cast<double>(c.batch) / c.seconds.max, hi = static_cast<double>(c.batch) / c.seconds.min;
-      row.insert(row.end(), {si(c.samples_per_second()), si(lo) + " - " + si(hi), fixed(c.gflops() * 1e-3, 2)});
+      row.insert(row.end(), {si(c.samples_per_second()), si(lo) + " - " + si(hi),
+                             fixed(c.seconds.median * 1e6, 1) + " (" + fixed(c.host_seconds.median * 1e6, 1) + ")",
+                             fixed(c.gflops() * 1e-3, 2)});
       if (!c.loss_finite)
         errors.push_back("warning: " + c.network + " width " + std::to_string(c.width) + " training batch " +
                          batch_label(c.batch) + ": the last loss is not finite (" + std::to_string(c.last_loss) + ")");
     } else {
-      row.insert(row.end(), {"failed", "-", "-"});
+      row.insert(row.end(), {"failed", "-", "-", "-"});
       errors.push_back("error: " + c.network + " width " + std::to_string(c.width) + " " + to_string(c.mode) +
                        " batch " + batch_label(c.batch) + ": " + c.error);
     }
@@ -330,6 +336,7 @@ ojson to_json(const Report& r) {
         {"clock", "CUDA events"},
         {"events", "one start/stop pair per run, recorded on the benchmark's non-blocking stream"},
         {"sync_each_run", r.plan.sync_each_run},
+        {"launch_floor_seconds", r.launch_floor ? stats_json(*r.launch_floor) : ojson(nullptr)},
         {"warmup", r.plan.warmup},
         {"repeats", r.plan.repeats},
         {"statistic", "median"},
@@ -412,6 +419,7 @@ ojson to_json(const Report& r) {
       rj["seconds"] = stats_json(c.seconds);
       if (c.mode == Mode::Training) rj["last_loss"] = c.loss_finite ? ojson(c.last_loss) : ojson(nullptr);
       if (gpu) {
+        rj["host_seconds"] = stats_json(c.host_seconds);
         rj["input_buffers"] = c.input_buffers;
         rj["input_bytes"] = c.input_bytes;
         if (c.mode == Mode::Training) rj["loss_finite"] = c.loss_finite;

@@ -7,6 +7,8 @@
 
 #if defined(TINYFUSE_WGMMA_SM90A)
 #include <algorithm>
+#include <cstdlib>
+#include <type_traits>
 
 #include "cuda/fused/launch_config.h"
 #include "cuda/fused/wgmma_kernel.cuh"
@@ -21,16 +23,33 @@ namespace {
 // Warpgroups per block: 64 wide is memory-bound and does best with small blocks (3 per SM),
 // 128 wide is compute-bound and does best with 3 warpgroups sharing one copy of the weights
 // (the 2026-12-03 probe, benchmarks/results/wgmma-probe-h200-2026-12-03.json).
-int preferred_groups(int width) { return width == 128 ? 3 : 2; }
+int preferred_groups(int width) {
+  static const int forced = [] {
+    const char* e = std::getenv("TINYFUSE_WGMMA_GROUPS");  // experiment knob (1..3)
+    return e ? std::atoi(e) : 0;
+  }();
+  if (forced >= 1 && forced <= wgmma::kMaxGroups) return forced;
+  return width == 128 ? 3 : 2;
+}
 
-template <typename T, int WIDTH, Epilogue HIDDEN, Epilogue OUT>
-bool launch_variant(const FusedShape& shape, const ForwardArgs& args, gpuStream_t stream) {
+// Input tiles in flight per warp (experiment knob TINYFUSE_WGMMA_STAGES, 2..4; 64-wide FP16
+// ReLU with identity output only, the benchmark's network).
+int preferred_stages() {
+  static const int forced = [] {
+    const char* e = std::getenv("TINYFUSE_WGMMA_STAGES");
+    return e ? std::atoi(e) : 0;
+  }();
+  return forced >= 2 && forced <= 4 ? forced : 2;
+}
+
+template <typename T, int WIDTH, int STAGES, Epilogue HIDDEN, Epilogue OUT>
+bool launch_staged(const FusedShape& shape, const ForwardArgs& args, gpuStream_t stream) {
   const KernelShape ks = kernel_shape(shape, true);
   const int pitch = (std::max(shape.in_width, shape.out_width) + kSmemPad) * static_cast<int>(sizeof(T));
   const size_t weights = 1024 + static_cast<size_t>(wgmma::all_layers_bytes(WIDTH, ks));  // + alignment slack
-  const auto kernel = wgmma::inference_kernel<T, WIDTH, HIDDEN, OUT>;
+  const auto kernel = wgmma::inference_kernel<T, WIDTH, STAGES, HIDDEN, OUT>;
   for (int groups = preferred_groups(WIDTH); groups >= 1; --groups) {
-    const size_t smem = weights + static_cast<size_t>(groups) * 4 * wgmma::kStages * wgmma::kWarpRows * pitch;
+    const size_t smem = weights + static_cast<size_t>(groups) * 4 * STAGES * wgmma::kWarpRows * pitch;
     const int threads = groups * wgmma::kGroupThreads;
     const int64_t n_tiles = (args.batch + wgmma::kGroupRows - 1) / wgmma::kGroupRows;
     const int64_t blocks = persistent_grid_blocks(reinterpret_cast<const void*>(kernel), threads, smem, n_tiles, groups);
@@ -40,6 +59,16 @@ bool launch_variant(const FusedShape& shape, const ForwardArgs& args, gpuStream_
     return true;
   }
   return false;  // too deep for shared memory: the streaming kernel decides next
+}
+
+template <typename T, int WIDTH, Epilogue HIDDEN, Epilogue OUT>
+bool launch_variant(const FusedShape& shape, const ForwardArgs& args, gpuStream_t stream) {
+  if constexpr (std::is_same_v<T, __half> && WIDTH == 64 && HIDDEN == Epilogue::Relu && OUT == Epilogue::Identity) {
+    const int stages = preferred_stages();
+    if (stages == 3) return launch_staged<T, WIDTH, 3, HIDDEN, OUT>(shape, args, stream);
+    if (stages == 4) return launch_staged<T, WIDTH, 4, HIDDEN, OUT>(shape, args, stream);
+  }
+  return launch_staged<T, WIDTH, 2, HIDDEN, OUT>(shape, args, stream);
 }
 
 template <typename T, int WIDTH>

@@ -34,7 +34,6 @@ namespace px = tinyfuse::cuda::ptx;
 constexpr int kGroupThreads = 128;  // a warpgroup
 constexpr int kGroupRows = 64;      // rows of a warpgroup tile (the m of m64nNk16)
 constexpr int kWarpRows = 16;
-constexpr int kStages = 2;     // the tile being computed + the one in flight, per warp
 constexpr int kMaxGroups = 3;  // warpgroups per block
 constexpr int kBlockCols = 64; // input columns per swizzled weight block (128 bytes of FP16/BF16)
 
@@ -218,7 +217,7 @@ __device__ __forceinline__ void output_layer(const uint32_t (&x)[WIDTH / 16][4],
   }
 }
 
-template <typename T, int WIDTH, Epilogue HIDDEN, Epilogue OUT>
+template <typename T, int WIDTH, int STAGES, Epilogue HIDDEN, Epilogue OUT>
 __device__ __forceinline__ void inference_body(const KernelShape& s, const ForwardArgs& args, int pitch,
                                                int64_t n_tiles) {
   constexpr int KS = WIDTH / 16;
@@ -227,7 +226,7 @@ __device__ __forceinline__ void inference_body(const KernelShape& s, const Forwa
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;  // 4 warps per warpgroup
   const int groups = blockDim.x / kGroupThreads, group = warp / 4, warp_in_group = warp % 4;
   const int stage_bytes = kWarpRows * pitch;
-  const uint32_t stages = w_base + all_layers_bytes(WIDTH, s) + warp * kStages * stage_bytes;
+  const uint32_t stages = w_base + all_layers_bytes(WIDTH, s) + warp * STAGES * stage_bytes;
   const int64_t first = static_cast<int64_t>(blockIdx.x) * groups + group;
   const int64_t step = static_cast<int64_t>(gridDim.x) * groups;
   const int64_t batch = args.batch;
@@ -236,17 +235,17 @@ __device__ __forceinline__ void inference_body(const KernelShape& s, const Forwa
   const int first_layer_bytes = layer_bytes(WIDTH, s.in_width), hidden_bytes = layer_bytes(WIDTH, WIDTH);
   const RowWalk in_walk(lane, s.in_width), out_walk(lane, s.out_width);
 
-  // One commit group per tile: the first two are in flight while the weights are staged.
-  for (int st = 0; st < kStages; ++st) {
+  // One commit group per tile, the weights in the first tile's: the first tile starts when its
+  // rows and the weights have landed, with the next STAGES - 1 tiles still in flight.
+  stage_weights<WIDTH>(w_base, static_cast<const uint16_t*>(args.weights), s);
+  for (int st = 0; st < STAGES; ++st) {
     const int64_t tile = first + st * step;
     if (tile < n_tiles)
       load_rows(stages + st * stage_bytes, pitch, in, args.ld_in, in_walk, tile * kGroupRows + warp_in_group * kWarpRows,
                 batch);
     px::cp_async_commit();
   }
-  stage_weights<WIDTH>(w_base, static_cast<const uint16_t*>(args.weights), s);
-  px::cp_async_commit();
-  px::cp_async_wait<0>();
+  px::cp_async_wait<STAGES - 1>();
   fence_proxy_async();
   __syncthreads();
 
@@ -254,7 +253,7 @@ __device__ __forceinline__ void inference_body(const KernelShape& s, const Forwa
   for (int64_t tile = first; tile < n_tiles; tile += step) {
     const uint32_t stage = stages + st * stage_bytes;
     const int64_t row0 = tile * kGroupRows + warp_in_group * kWarpRows;
-    px::cp_async_wait<kStages - 1>();  // this tile's copies (this lane's) have landed
+    px::cp_async_wait<STAGES - 1>();  // this tile's copies (this lane's) have landed
     __syncwarp();                      // ... and every lane's
 
     float d[WIDTH / 2];
@@ -272,11 +271,11 @@ __device__ __forceinline__ void inference_body(const KernelShape& s, const Forwa
     store_rows(stage, pitch, out, args.ld_out, out_walk, row0, batch);
     __syncwarp();  // the stage is read out before the next copy into it
 
-    const int64_t next = tile + kStages * step;
+    const int64_t next = tile + STAGES * step;
     if (next < n_tiles)
       load_rows(stage, pitch, in, args.ld_in, in_walk, next * kGroupRows + warp_in_group * kWarpRows, batch);
     px::cp_async_commit();
-    st ^= 1;
+    st = st + 1 == STAGES ? 0 : st + 1;
   }
   px::cp_async_wait<0>();
 }
@@ -284,11 +283,11 @@ __device__ __forceinline__ void inference_body(const KernelShape& s, const Forwa
 // No register cap beyond one block of kMaxGroups warpgroups: capping the 64-wide variants for 768
 // threads per SM (80 registers) makes ptxas spill them; uncapped they use 80-96 and run two
 // blocks of two warpgroups per SM.
-template <typename T, int WIDTH, Epilogue HIDDEN, Epilogue OUT>
+template <typename T, int WIDTH, int STAGES, Epilogue HIDDEN, Epilogue OUT>
 __global__ void __launch_bounds__(kMaxGroups* kGroupThreads, 1)
     inference_kernel(KernelShape s, ForwardArgs args, int pitch, int64_t n_tiles) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  inference_body<T, WIDTH, HIDDEN, OUT>(s, args, pitch, n_tiles);
+  inference_body<T, WIDTH, STAGES, HIDDEN, OUT>(s, args, pitch, n_tiles);
 #else
   __trap();  // built for sm_90a only; wgmma_inference.cu launches it on compute capability 9.0 only
 #endif

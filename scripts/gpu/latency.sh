@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Runs on the device: where the time of one FullyFusedMLP inference call goes at small batches.
+# 64 -> 64 x 2 -> 64 FP16 inference at 2^14 ... 2^22, timed as the anchors were (host waits for
+# each run; tinyfuse-bench also times an empty kernel the same way: the launch floor) and queued
+# back to back; the kernel alone by ncu (clocks and caches as they run) with its active cycles
+# and stall reasons at 2^14 and 2^16; and, when VARIANTS is set ("STAGES:GROUPS ..."), the same
+# benchmark under each TINYFUSE_WGMMA_STAGES / TINYFUSE_WGMMA_GROUPS setting.
+# Usage (repository root, after scripts/gpu/prepare_carry.sh; carry .devpack):
+#   FILTER='*FusedWgmma*' VARIANTS='4:2 3:2 2:1' bash scripts/gpu/latency.sh; bash scripts/gpu/pack_out.sh
+set -u
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+mkdir -p .devcarry && tar -C .devcarry -xJf .devpack/devcarry.tar.xz
+export LD_LIBRARY_PATH=$PWD/.devcarry/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export TINYFUSE_BUILD_COMMIT="$(tr '\n' ' ' < .devcarry/commit)"
+B=.devcarry/bin
+{ nvidia-smi -L; cat .devcarry/commit; date -u +%FT%TZ; } > $OUT/card.txt; cat $OUT/card.txt
+if [ -n "${FILTER:-}" ]; then
+  t0=$SECONDS
+  timeout 240 $B/tinyfuse_gpu_tests --gtest_brief=1 --gtest_filter="$FILTER" > $OUT/tests.log 2>&1
+  echo "== tests exit $? in $((SECONDS - t0)) s"; grep -E "^\[  (FAILED|SKIPPED) |tests? ran|PASSED" $OUT/tests.log | tail -8
+fi
+BENCH="$B/tinyfuse-bench --device cuda --networks ${NETS:-FullyFusedMLP} --widths 64 --modes inference --skip-encodings --repeats 100"
+rows() { grep -E "^\[floor\]" "$1.err"; grep -E "^(FullyFused|Width64)" "$1.log"; }
+timeout 120 $BENCH --out $OUT/sync.json > $OUT/sync.log 2> $OUT/sync.err; echo "== sync exit $?"; rows $OUT/sync
+timeout 120 $BENCH --queue-runs --out $OUT/queued.json > $OUT/queued.log 2> $OUT/queued.err; echo "== queued exit $?"; rows $OUT/queued
+for v in ${VARIANTS:-}; do
+  s=${v%%:*}; g=${v##*:}
+  TINYFUSE_WGMMA_STAGES=$s TINYFUSE_WGMMA_GROUPS=$g timeout 120 $BENCH --networks FullyFusedMLP --out $OUT/v$s-$g.json > $OUT/v$s-$g.log 2> $OUT/v$s-$g.err
+  echo "== stages $s groups $g exit $?"; rows $OUT/v$s-$g
+done
+# The kernel alone: duration, SM activity, DRAM traffic and stall reasons per issued instruction.
+M="gpu__time_duration.sum,sm__cycles_active.avg,sm__cycles_active.max,gpc__cycles_elapsed.max,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_bytes.sum,smsp__inst_executed.sum"
+for b in 14 16 18; do
+  timeout 120 ncu --clock-control none --cache-control none -k regex:inference_kernel -s 5 -c 3 --metrics "$M,regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
+    $BENCH --batches $b --warmup 2 --repeats 10 --out /tmp/n$b.json > $OUT/ncu-$b.txt 2>&1
+  echo "== ncu 2^$b exit $?"; grep -E "gpu__time|cycles|bytes|inst_executed" $OUT/ncu-$b.txt | tail -9
+  grep -E "stalled" $OUT/ncu-$b.txt | tail -40 | awk '$NF+0 > 0.2' | sort -k3 -g -r | head -8
+done
+timeout 150 ncu --clock-control none --cache-control none -k regex:inference_kernel -s 5 -c 1 --section SourceCounters --section WarpStateStats \
+  --page source --print-source sass --csv $BENCH --batches 16 --warmup 2 --repeats 10 --out /tmp/n.json > $OUT/ncu-source-16.csv 2> $OUT/ncu-source.err
+echo "== ncu source exit $?; $(wc -l < $OUT/ncu-source-16.csv) lines"
