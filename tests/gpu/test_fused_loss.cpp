@@ -21,7 +21,9 @@
 #include <string>
 #include <vector>
 
+#include "core/loss_config.h"
 #include "cuda/fused/forward_choice.h"
+#include "cuda/fused/launch.h"
 #include "gpu/fused_pass_cases.h"
 #include "testing/device_matrix.h"
 #include "testing/host_copies.h"
@@ -148,6 +150,40 @@ TEST_F(FusedLoss, SameBitsAsForwardThenLoss) {
         if (HasFailure()) return;
       }
     }
+}
+
+// forward_folding_loss asks forward_may_fold_loss before it allocates the context: the answer
+// must follow the rule the kernel applies at launch (L2 only, up to 64 wide, sm_90+, switch on).
+TEST_F(FusedLoss, TheFoldRuleIsAskedBeforeAllocating) {
+  DeviceMatrix target(DType::F32, 64, 3, false), values(DType::F32, 64, 1, false), grads(DType::F16, 64, 16, false);
+  fz::FusedShape shape;
+  shape.width = 64;
+  shape.in_width = 32;
+  shape.out_width = 16;
+  shape.n_hidden = 2;
+  fz::ForwardArgs::Loss L;
+  L.kind = static_cast<int>(LossKind::L2);
+  L.dims = 3;
+  L.target = static_cast<const float*>(target.view.data);
+  L.ld_target = 3;
+  L.values = static_cast<float*>(values.view.data);
+  L.gradients = grads.view.data;
+  L.ld_grad = 16;
+  fz::force_fused_loss(true);
+  EXPECT_EQ(fz::forward_may_fold_loss(shape, L), sm90_or_newer()) << "L2, 64 wide";
+  for (LossKind k : {LossKind::L1, LossKind::RelativeL2, LossKind::MAPE}) {
+    fz::ForwardArgs::Loss other = L;
+    other.kind = static_cast<int>(k);
+    EXPECT_FALSE(fz::forward_may_fold_loss(shape, other)) << loss_names()[static_cast<size_t>(k)];
+  }
+  fz::FusedShape wide = shape;
+  wide.width = 128;
+  EXPECT_FALSE(fz::forward_may_fold_loss(wide, L)) << "128 wide keeps the loss kernel";
+  fz::ForwardArgs::Loss no_gradients = L;
+  no_gradients.gradients = nullptr;
+  EXPECT_FALSE(fz::forward_may_fold_loss(shape, no_gradients)) << "nothing to fold into";
+  fz::force_fused_loss(false);
+  EXPECT_FALSE(fz::forward_may_fold_loss(shape, L)) << "switched off";
 }
 
 // A strided target (rows further apart than their width, only 4-byte aligned) goes through the

@@ -309,6 +309,15 @@ void launch_forward(DType t, const FusedShape& shape, const ForwardArgs& args, g
   throw UnsupportedError("internal: fused MLP dtype " + to_string(t));
 }
 
+bool forward_may_fold_loss(const FusedShape& shape, const ForwardArgs::Loss& loss) {
+#if !defined(TINYFUSE_WITH_HIP)
+  return fused_loss() && forward_path() != ForwardPath::General && stream_forward_takes_loss(shape, loss);
+#else
+  (void)shape, (void)loss;
+  return false;
+#endif
+}
+
 bool launch_forward_with_loss(DType t, const FusedShape& shape, const ForwardArgs& args, gpuStream_t stream) {
 #if !defined(TINYFUSE_WITH_HIP)
   if (!args.loss.gradients || !fused_loss() || forward_path() == ForwardPath::General) return false;

@@ -311,17 +311,17 @@ class FullyFusedMlp final : public MlpBase {
     std::optional<fused::ForwardArgs::Loss> L = kernel_loss(input, loss, loss_scale, target, values);
     if (!L || !gradients_) return false;
     check_io(input, nullptr);
-    const int64_t batch = input.rows();
-    const size_t floats = fused::fused_train_partial_floats(kDType, shape_, batch);
-    if (floats == 0 || !kernel_ready(input)) return false;
-    const gpuStream_t s = stream_of(input);
-    Buffer partial = Buffer::on_stream(Device::CUDA, floats * sizeof(float), input.stream);
+    if (!kernel_ready(input)) return false;
     fused::ForwardArgs a;
-    a.batch = batch;
+    a.batch = input.rows();
     a.weights = params_;
     a.input = input.data;
     a.ld_in = input.strides[0];
     a.loss = *L;
+    const size_t floats = fused::fused_train_partial_floats(kDType, shape_, a);
+    if (floats == 0) return false;
+    const gpuStream_t s = stream_of(input);
+    Buffer partial = Buffer::on_stream(Device::CUDA, floats * sizeof(float), input.stream);
     float* p = static_cast<float*>(partial.data());
     const int64_t chunks = fused::launch_fused_train_step(kDType, shape_, a, p, s);
     if (chunks == 0) return false;
@@ -340,6 +340,7 @@ class FullyFusedMlp final : public MlpBase {
     check_io(input, nullptr);
     L->gradients = gradients.data;
     L->ld_grad = gradients.strides[0];
+    if (!fused::forward_may_fold_loss(shape_, *L)) return nullptr;  // before the context is allocated
     auto ctx = std::make_unique<FusedContext<T>>();
     if (!run_forward(input, params_, ctx.get(), nullptr, &*L)) return nullptr;
     return ctx;

@@ -91,6 +91,10 @@ void launch_backward(DType t, const FusedShape& shape, const BackwardArgs& args,
 // this shape, a layout it cannot read in place, fused_loss() off, the general path forced). The
 // caller then runs launch_forward and the Loss.
 bool launch_forward_with_loss(DType t, const FusedShape& shape, const ForwardArgs& args, gpuStream_t stream);
+// Whether launch_forward_with_loss can fold this loss at all (the switches, the loss kind, the
+// width, the target's layout, the device), asked before the caller allocates the context the
+// kernel would fill. A true answer may still meet a refusal at launch (an unaligned matrix).
+bool forward_may_fold_loss(const FusedShape& shape, const ForwardArgs::Loss& loss);
 
 // Weight gradients: for each layer, grad (rows x cols, row-major, T) = [grad +] dz^T x summed
 // over the batch in FP32, in an order fixed by the batch size (bitwise repeatable; no atomics).

@@ -24,6 +24,10 @@ bool loss_applies(const FusedShape& shape, const ForwardArgs::Loss& L) {
   return aligned16(L.gradients) && L.ld_grad % 8 == 0 && L.ld_grad >= shape.out_width && L.ld_target >= L.dims;
 }
 
+bool arch_applies() {  // see the kernel
+  return device_limits().major * 100 + device_limits().minor * 10 >= kStreamKeepMinArch;
+}
+
 }  // namespace
 
 bool launch_stream_forward(DType t, const FusedShape& shape, const ForwardArgs& args, gpuStream_t stream) {
@@ -35,8 +39,12 @@ bool launch_stream_forward(DType t, const FusedShape& shape, const ForwardArgs& 
   if (!aligned16(args.hidden_y) || !aligned16(args.hidden_z) || !aligned16(args.out_z)) return false;
   if (!loss_applies(shape, args.loss)) return false;
   if (!stream_applies(shape, args)) return false;
-  if (device_limits().major * 100 + device_limits().minor * 10 < kStreamKeepMinArch) return false;  // see the kernel
+  if (!arch_applies()) return false;
   return launch_stream<true>(t, shape, args, stream);
+}
+
+bool stream_forward_takes_loss(const FusedShape& shape, const ForwardArgs::Loss& loss) {
+  return loss.gradients && loss_applies(shape, loss) && arch_applies();
 }
 
 }  // namespace tinyfuse::cuda::fused

@@ -19,6 +19,9 @@ bool launch_stream_inference(DType t, const FusedShape& shape, const ForwardArgs
 // Training forward: args with hidden_y, and hidden_z / out_z exactly where hidden_keeps_z /
 // output_keeps_z say (the output may be null); kept matrices 16-byte aligned (stream_forward.cu).
 bool launch_stream_forward(DType t, const FusedShape& shape, const ForwardArgs& args, gpuStream_t stream);
+// Whether launch_stream_forward evaluates this loss (its kind, the width, the target's and the
+// gradients' layout) and this device runs its training forward; launch_stream_forward also asks.
+bool stream_forward_takes_loss(const FusedShape& shape, const ForwardArgs::Loss& loss);
 
 // Backward (stream_backward.cu, stream_backward_kernel.cuh): every dZ and dL/dinput that
 // fused_backward_kernel writes, bit for bit, where it applies (sm_80+, input and output at most
@@ -48,10 +51,10 @@ int64_t launch_backward_fused_weight_grads(DType t, const FusedShape& shape, con
 // Returns the number of blocks (the reduction's chunk count), or 0, launching nothing, where it
 // does not apply: fused_train_step(), fused_loss() or fused_weight_grads() off, ForwardPath::General, a shape other than
 // launch_backward_fused_weight_grads' with 1 or 2 hidden layers, a device older than sm_90 or
-// a build without sm_90 code, unaligned input. fused_train_partial_floats: the floats `partial`
-// needs (0 where the switches, the shape, the dtype or the device rule the kernel out, so that
-// nothing is allocated for it then).
-size_t fused_train_partial_floats(DType t, const FusedShape& shape, int64_t batch);
+// a build without sm_90 code, unaligned input, a loss other than the folded L2. fused_train_partial_floats:
+// the floats `partial` needs for these args (0 where launch_fused_train_step would launch nothing,
+// so that nothing is allocated for it then).
+size_t fused_train_partial_floats(DType t, const FusedShape& shape, const ForwardArgs& args);
 int64_t launch_fused_train_step(DType t, const FusedShape& shape, const ForwardArgs& args, float* partial,
                                 gpuStream_t stream);
 

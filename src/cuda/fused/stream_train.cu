@@ -90,20 +90,28 @@ void launch(DType t, const FusedShape& shape, const ForwardArgs& args, float* pa
 
 }  // namespace
 
-size_t fused_train_partial_floats(DType t, const FusedShape& shape, int64_t batch) {
-  if (!switched_on() || !shape_applies(shape) || (t != DType::F16 && t != DType::BF16) || batch <= 0 || !arch_applies())
-    return 0;
-  return static_cast<size_t>(train_blocks(shape, t, batch)) * dw_partial_floats(kernel_shape(shape, true));
+namespace {
+
+// Blocks of the launch for these args; 0 where the kernel does not apply.
+int64_t applicable_blocks(DType t, const FusedShape& shape, const ForwardArgs& args) {
+  if (!switched_on()) return 0;
+  if (!shape_applies(shape) || (t != DType::F16 && t != DType::BF16) || args.batch <= 0) return 0;
+  if (!arch_applies() || !loss_applies(shape, args.loss)) return 0;
+  // The input is read with 16-byte copies (launch.h's rules; checked, not assumed).
+  if (!aligned16(args.input) || args.ld_in % 8 != 0 || args.ld_in < shape.in_width) return 0;
+  return train_blocks(shape, t, args.batch);
+}
+
+}  // namespace
+
+size_t fused_train_partial_floats(DType t, const FusedShape& shape, const ForwardArgs& args) {
+  const int64_t blocks = applicable_blocks(t, shape, args);
+  return blocks < 1 ? 0 : static_cast<size_t>(blocks) * dw_partial_floats(kernel_shape(shape, true));
 }
 
 int64_t launch_fused_train_step(DType t, const FusedShape& shape, const ForwardArgs& args, float* partial,
                                 gpuStream_t stream) {
-  if (!switched_on()) return 0;
-  if (!shape_applies(shape) || (t != DType::F16 && t != DType::BF16) || args.batch <= 0 || !partial) return 0;
-  if (!arch_applies() || !loss_applies(shape, args.loss)) return 0;
-  // The input is read with 16-byte copies (launch.h's rules; checked, not assumed).
-  if (!aligned16(args.input) || args.ld_in % 8 != 0 || args.ld_in < shape.in_width) return 0;
-  const int64_t blocks = train_blocks(shape, t, args.batch);
+  const int64_t blocks = partial ? applicable_blocks(t, shape, args) : 0;
   if (blocks < 1) return 0;
   launch(t, shape, args, partial, blocks, stream);
   count_fused_train_step_launch();
