@@ -275,8 +275,9 @@ GpuBench::~GpuBench() {
 
 const GpuInfo& GpuBench::info() const { return impl_->info; }
 
-Stats GpuBench::launch_floor(const TimingPlan& plan) {
-  return time_with_events(plan, impl_->stream, [&](int) { check(queue_empty_kernel(impl_->stream), "empty kernel"); }).gpu;
+GpuBench::Floor GpuBench::launch_floor(const TimingPlan& plan) {
+  const Timed t = time_with_events(plan, impl_->stream, [&](int) { check(queue_empty_kernel(impl_->stream), "empty kernel"); });
+  return {t.gpu, t.host};
 }
 
 CaseResult GpuBench::run(const MlpCase& c, const TimingPlan& plan, uint64_t seed) {

@@ -52,8 +52,12 @@ class GpuBench {
   const GpuInfo& info() const;
 
   // Seconds per run of an empty kernel timed exactly as run() times a network: the floor under
-  // every per-call figure (host launch, the GPU picking the kernel up, the events).
-  Stats launch_floor(const TimingPlan& plan);
+  // every per-call figure (host launch, the GPU picking the kernel up, the events); `host` is the
+  // host's time queuing it, the floor under the networks' host figures.
+  struct Floor {
+    Stats gpu, host;
+  };
+  Floor launch_floor(const TimingPlan& plan);
 
   // Builds the network (or trainer) on Device::CUDA and times it:
   //   inference: network->inference(input, output)

@@ -302,8 +302,11 @@ int run(const Options& o) {
     if (r.torch && !r.torch->device.empty() && r.torch->device != r.gpu->name)
       std::cerr << "tinyfuse-bench: warning: the PyTorch figures were measured on '" << r.torch->device << "', this is '"
                 << r.gpu->name << "'\n";
-    r.launch_floor = gpu_bench->launch_floor(r.plan);
-    std::cerr << "[floor] an empty kernel, timed the same way: " << r.launch_floor->median * 1e6 << " us per run\n";
+    const tb::GpuBench::Floor floor = gpu_bench->launch_floor(r.plan);
+    r.launch_floor = floor.gpu;
+    r.launch_floor_host = floor.host;
+    std::cerr << "[floor] an empty kernel, timed the same way: " << floor.gpu.median * 1e6 << " us per run ("
+              << floor.host.median * 1e6 << " us on the host)\n";
   }
 #endif
 

@@ -102,8 +102,9 @@ void print_gpu_header(std::ostream& os, const Report& r) {
      << " warm-up runs; one pair of CUDA events per run on the benchmark's non-blocking stream, "
      << (r.plan.sync_each_run ? "host waits for each run" : "runs queued back to back") << '\n';
   if (r.launch_floor)
-    os << "  floor    an empty kernel timed the same way: " << fixed(r.launch_floor->median * 1e6, 1)
-       << " us per run (median); us/call (host) = median time per call and, in brackets, the host's time queuing it\n";
+    os << "  floor    an empty kernel timed the same way: " << fixed(r.launch_floor->median * 1e6, 1) << " us per run ("
+       << (r.launch_floor_host ? fixed(r.launch_floor_host->median * 1e6, 1) : std::string("?"))
+       << " us on the host queuing it; medians); us/call (host) = median time per call and, in brackets, the host's time queuing it\n";
   os << "  inputs   PCG32 uniform [-1, 1), rotated over >= " << kRotationMinBuffers << " buffers and > "
      << (kRotationMinBytes >> 20) << " MiB per case; training: FP32 targets, L2 loss, Adam, loss read once after the runs\n";
   if (r.ceilings) {
@@ -337,6 +338,7 @@ ojson to_json(const Report& r) {
         {"events", "one start/stop pair per run, recorded on the benchmark's non-blocking stream"},
         {"sync_each_run", r.plan.sync_each_run},
         {"launch_floor_seconds", r.launch_floor ? stats_json(*r.launch_floor) : ojson(nullptr)},
+        {"launch_floor_host_seconds", r.launch_floor_host ? stats_json(*r.launch_floor_host) : ojson(nullptr)},
         {"warmup", r.plan.warmup},
         {"repeats", r.plan.repeats},
         {"statistic", "median"},

@@ -31,7 +31,8 @@ struct Report {
   std::vector<int64_t> batches;
   std::optional<PeakResult> peak;  // the CPU's measured sgemm rate (CPU runs only)
   std::optional<GpuInfo> gpu;      // CUDA runs only
-  std::optional<Stats> launch_floor;  // CUDA runs: an empty kernel timed as the networks are
+  std::optional<Stats> launch_floor;       // CUDA runs: an empty kernel timed as the networks are
+  std::optional<Stats> launch_floor_host;  // ... and the host's time queuing it
   std::optional<Ceilings> ceilings;  // --ceilings: hardware limits of the GPU records
   std::optional<TorchRun> torch;     // --compare: PyTorch figures of the GPU records
   std::vector<CaseResult> results;

@@ -37,6 +37,10 @@ for b in 14 16 18; do
   echo "== ncu 2^$b exit $?"; grep -E "gpu__time|cycles|bytes|inst_executed" $OUT/ncu-$b.txt | tail -9
   grep -E "stalled" $OUT/ncu-$b.txt | tail -40 | awk '$NF+0 > 0.2' | sort -k3 -g -r | head -8
 done
+# The empty kernel alone: how long the GPU takes to run nothing (the kernel's own floor).
+timeout 60 ncu --clock-control none --cache-control none -k regex:empty_kernel -s 5 -c 3 --metrics gpu__time_duration.sum,gpc__cycles_elapsed.max \
+  $BENCH --batches 14 --warmup 2 --repeats 10 --out /tmp/ne.json > $OUT/ncu-empty.txt 2>&1
+echo "== ncu empty kernel exit $?"; grep -E "gpu__time|cycles" $OUT/ncu-empty.txt | tail -4
 timeout 150 ncu --clock-control none --cache-control none -k regex:inference_kernel -s 5 -c 1 --section SourceCounters --section WarpStateStats \
   --page source --print-source sass --csv $BENCH --batches 16 --warmup 2 --repeats 10 --out /tmp/n.json > $OUT/ncu-source-16.csv 2> $OUT/ncu-source.err
 echo "== ncu source exit $?; $(wc -l < $OUT/ncu-source-16.csv) lines"

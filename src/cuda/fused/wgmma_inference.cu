@@ -45,16 +45,25 @@ int preferred_stages() {
 template <typename T, int WIDTH, int STAGES, Epilogue HIDDEN, Epilogue OUT>
 bool launch_staged(const FusedShape& shape, const ForwardArgs& args, gpuStream_t stream) {
   const KernelShape ks = kernel_shape(shape, true);
-  const int pitch = (std::max(shape.in_width, shape.out_width) + kSmemPad) * static_cast<int>(sizeof(T));
-  const size_t weights = 1024 + static_cast<size_t>(wgmma::all_layers_bytes(WIDTH, ks));  // + alignment slack
+  wgmma::Plan p;
+  p.pitch = (std::max(shape.in_width, shape.out_width) + kSmemPad) * static_cast<int>(sizeof(T));
+  p.weights_bytes = wgmma::all_layers_bytes(WIDTH, ks);
+  p.first_layer_bytes = wgmma::layer_bytes(layer_out(WIDTH, ks, 0), shape.in_width);
+  p.ld_in = static_cast<int>(args.ld_in);
+  p.ld_out = static_cast<int>(args.ld_out);
+  p.in_chunks = shape.in_width / 8;
+  p.out_chunks = shape.out_width / 8;
+  p.in_per_chunk = 1.0f / static_cast<float>(p.in_chunks);
+  p.out_per_chunk = 1.0f / static_cast<float>(p.out_chunks);
+  p.n_tiles = (args.batch + wgmma::kGroupRows - 1) / wgmma::kGroupRows;
+  const size_t weights = 1024 + static_cast<size_t>(p.weights_bytes);  // + alignment slack
   const auto kernel = wgmma::inference_kernel<T, WIDTH, STAGES, HIDDEN, OUT>;
   for (int groups = preferred_groups(WIDTH); groups >= 1; --groups) {
-    const size_t smem = weights + static_cast<size_t>(groups) * 4 * STAGES * wgmma::kWarpRows * pitch;
+    const size_t smem = weights + static_cast<size_t>(groups) * 4 * STAGES * wgmma::kWarpRows * p.pitch;
     const int threads = groups * wgmma::kGroupThreads;
-    const int64_t n_tiles = (args.batch + wgmma::kGroupRows - 1) / wgmma::kGroupRows;
-    const int64_t blocks = persistent_grid_blocks(reinterpret_cast<const void*>(kernel), threads, smem, n_tiles, groups);
+    const int64_t blocks = persistent_grid_blocks(reinterpret_cast<const void*>(kernel), threads, smem, p.n_tiles, groups);
     if (blocks < 1) continue;
-    kernel<<<static_cast<unsigned>(blocks), threads, smem, stream>>>(ks, args, pitch, n_tiles);
+    kernel<<<static_cast<unsigned>(blocks), threads, smem, stream>>>(ks, args, p);
     TF_GPU_CHECK_LAUNCH("wgmma::inference_kernel");
     return true;
   }
@@ -92,6 +101,10 @@ bool launch_typed(const FusedShape& shape, const ForwardArgs& args, gpuStream_t 
 bool launch_wgmma_inference(DType t, const FusedShape& shape, const ForwardArgs& args, gpuStream_t stream) {
   if (!args.output || args.hidden_y || args.hidden_z || args.out_z || args.batch <= 0) return false;
   if (shape.in_width > kStreamMaxIoWidth || shape.out_width > kStreamMaxIoWidth) return false;
+  if (shape.in_width % 8 != 0 || shape.out_width % 8 != 0) return false;  // whole 16-byte chunks per row
+  // The kernel offsets within a warp's 16 rows in 32 bits (wgmma::Plan).
+  constexpr int64_t kMaxLd = int64_t{1} << 26;
+  if (args.ld_in <= 0 || args.ld_in >= kMaxLd || args.ld_out <= 0 || args.ld_out >= kMaxLd) return false;
   const DeviceLimits& dev = device_limits();
   if (dev.major != 9 || dev.minor != 0) return false;  // sm_90a code runs on compute capability 9.0 only
   if (t == DType::F16) return launch_typed<__half>(shape, args, stream);

@@ -65,33 +65,86 @@ __host__ __device__ inline int all_layers_bytes(int width, const KernelShape& s)
   return bytes;
 }
 
-// Every layer's weights into the swizzled layout from `w_base` on, by the whole block: 16-byte
-// cp.async when the parameters are 16-byte aligned (every layer then starts aligned), else
-// element-wise. The caller waits, fences the async proxy and syncs the block.
-template <int WIDTH>
-__device__ __forceinline__ void stage_weights(uint32_t w_base, const uint16_t* weights, const KernelShape& s) {
-  const bool aligned = (reinterpret_cast<uintptr_t>(weights) & 15) == 0;
-  uint32_t dst = w_base;
-  for (int l = 0; l <= s.n_hidden; ++l) {
-    const int n_out = layer_out(WIDTH, s, l), n_in = layer_in(WIDTH, s, l);
-    const int chunks = n_in / 8, padded = (n_in + kBlockCols - 1) / kBlockCols * (kBlockCols / 8);
-    const uint16_t* src = weights + layer_weight_offset(WIDTH, s, l);
-    for (int i = threadIdx.x; i < n_out * padded; i += blockDim.x) {
-      const int n = i / padded, c = i - n * padded;
-      const uint32_t at = dst + (c / 8) * n_out * 128 + n * 128 + (((c % 8) ^ (n % 8)) << 4);
-      const uint16_t* from = src + static_cast<int64_t>(n) * n_in + c * 8;
-      if (c >= chunks) {
-        px::st_shared_16(at, make_uint4(0, 0, 0, 0));
-      } else if (aligned) {
-        px::cp_async_16(at, from, 16u);
-      } else {
-        uint32_t v[4];
+// Launch constants the host works out once per call (wgmma_inference.cu), so the kernel's
+// prologue neither loops over layers nor divides.
+struct Plan {
+  int pitch;              // bytes per row of a warp's stage
+  int weights_bytes;      // every layer in the swizzled layout
+  int first_layer_bytes;  // layer 0's share of it
+  int ld_in, ld_out;      // row strides (elements) of input and output; the host keeps 16 of them in an int
+  int in_chunks, out_chunks;          // 16-byte chunks per input / output row
+  float in_per_chunk, out_per_chunk;  // 1 / those: a lane's first row is lane / chunks
+  int64_t n_tiles;
+};
+
+// One layer's weights into the swizzled layout at `dst`, by the whole block, any input width:
+// 16-byte cp.async when `aligned`, else element-wise; columns past the input width inside the
+// last 64-column block are zeros.
+__device__ __forceinline__ void stage_layer_any(uint32_t dst, const uint16_t* src, int n_out, int n_in, bool aligned) {
+  const int chunks = n_in / 8, padded = (n_in + kBlockCols - 1) / kBlockCols * (kBlockCols / 8);
+  for (int i = threadIdx.x; i < n_out * padded; i += blockDim.x) {
+    const int n = i / padded, c = i - n * padded;
+    const uint32_t at = dst + (c / 8) * n_out * 128 + n * 128 + (((c % 8) ^ (n % 8)) << 4);
+    const uint16_t* from = src + static_cast<int64_t>(n) * n_in + c * 8;
+    if (c >= chunks) {
+      px::st_shared_16(at, make_uint4(0, 0, 0, 0));
+    } else if (aligned) {
+      px::cp_async_16(at, from, 16u);
+    } else {
+      uint32_t v[4];
 #pragma unroll
-        for (int k = 0; k < 4; ++k) v[k] = from[2 * k] | (static_cast<uint32_t>(from[2 * k + 1]) << 16);
-        px::st_shared_16(at, make_uint4(v[0], v[1], v[2], v[3]));
-      }
+      for (int k = 0; k < 4; ++k) v[k] = from[2 * k] | (static_cast<uint32_t>(from[2 * k + 1]) << 16);
+      px::st_shared_16(at, make_uint4(v[0], v[1], v[2], v[3]));
     }
-    dst += layer_bytes(n_out, n_in);
+  }
+}
+
+// `rows` weight rows WIDTH inputs wide (16-byte aligned) into the swizzled layout at `dst`: such
+// layers have no zero columns and as many shared bytes as global ones, and chunk j of the source
+// (row j / (WIDTH / 8), chunk j % (WIDTH / 8)) has one place; only shifts and masks find it.
+// At 64 wide the layers' rows follow each other in both layouts and every layer has a multiple
+// of 8 rows, so one call stages them all (`rows` = their sum); at 128 wide a layer's two
+// column blocks are `rows` rows apart, one call per layer.
+template <int WIDTH>
+__device__ __forceinline__ void stage_full_rows(uint32_t dst, const uint16_t* src, int rows) {
+  constexpr int kRowChunks = WIDTH / 8;
+  for (int j = threadIdx.x; j < rows * kRowChunks; j += blockDim.x) {
+    const int n = j / kRowChunks, c = j % kRowChunks;
+    px::cp_async_16(dst + (c / 8) * rows * 128 + n * 128 + (((c % 8) ^ (n % 8)) << 4), src + j * 8, 16u);
+  }
+}
+
+// Every layer's weights into the swizzled layout from `w_base` on, by the whole block. The caller
+// waits, fences the async proxy and syncs the block.
+template <int WIDTH>
+__device__ __forceinline__ void stage_weights(uint32_t w_base, const uint16_t* weights, const KernelShape& s,
+                                              const Plan& p) {
+  const bool aligned = (reinterpret_cast<uintptr_t>(weights) & 15) == 0;
+  int l = 0;
+  uint32_t dst = w_base;
+  const uint16_t* src = weights;
+  if (!aligned || s.in_width != WIDTH) {
+    stage_layer_any(dst, src, layer_out(WIDTH, s, 0), s.in_width, aligned);
+    dst += p.first_layer_bytes;
+    src += WIDTH * s.in_width;
+    l = 1;
+  }
+  if (!aligned) {
+    for (; l <= s.n_hidden; ++l) {
+      const int n_out = layer_out(WIDTH, s, l);
+      stage_layer_any(dst, src, n_out, WIDTH, false);
+      dst += layer_bytes(n_out, WIDTH);
+      src += n_out * WIDTH;
+    }
+  } else if constexpr (WIDTH == kBlockCols) {
+    stage_full_rows<WIDTH>(dst, src, (s.n_hidden - l) * WIDTH + s.out_width);
+  } else {
+    for (; l <= s.n_hidden; ++l) {
+      const int n_out = layer_out(WIDTH, s, l);
+      stage_full_rows<WIDTH>(dst, src, n_out);
+      dst += layer_bytes(n_out, WIDTH);
+      src += n_out * WIDTH;
+    }
   }
 }
 
@@ -102,44 +155,43 @@ __device__ __forceinline__ uint32_t block_row(uint32_t base, int pitch, int col0
   return base + ((lane & 7) + ((lane >> 3) & 1) * 8) * pitch + (col0 + (lane >> 4) * 8) * 2;
 }
 
-// Where lane `lane` starts in the 16-byte chunks of a warp's 16 rows of `width` columns (chunk
-// i = lane + 32 j is row i / chunks, chunk i % chunks), and how it steps: worked out once per
-// kernel, so the copies below divide by nothing.
+// Where lane `lane` starts in the 16-byte chunks of a warp's 16 rows (chunk i = lane + 32 j is
+// row i / chunks, chunk i % chunks), and how it steps.
 struct RowWalk {
   int r0, c0, dr, dc, chunks;
-  __device__ RowWalk(int lane, int width)
-      : r0(lane / (width / 8)), c0(lane % (width / 8)), dr(kWarpSize / (width / 8)), dc(kWarpSize % (width / 8)),
-        chunks(width / 8) {}
+  __device__ RowWalk(int lane, int n_chunks, float per_chunk)
+      : r0(static_cast<int>((lane + 0.5f) * per_chunk)),  // exact: lane < 32 and chunks <= 32
+        c0(lane - r0 * n_chunks), dr(kWarpSize / n_chunks), dc(kWarpSize - dr * n_chunks), chunks(n_chunks) {}
+  __device__ void next(int& r, int& c) const {
+    r += dr;
+    c += dc;
+    if (c >= chunks) {
+      c -= chunks;
+      ++r;
+    }
+  }
 };
 
-// A warp's 16 rows [row0, row0 + 16) of a (batch x width) matrix into / out of its stage; rows
-// past the batch are zero-filled on load and never stored.
-__device__ __forceinline__ void load_rows(uint32_t stage, int pitch, const uint16_t* in, int64_t ld, const RowWalk& w,
-                                          int64_t row0, int64_t batch) {
-  for (int r = w.r0, c = w.c0; r < kWarpRows;) {
-    const int64_t row = row0 + r;
-    const bool valid = row < batch;
-    px::cp_async_16(stage + r * pitch + c * 16, in + (valid ? row * ld + c * 8 : 0), valid ? 16u : 0u);
-    r += w.dr;
-    c += w.dc;
-    if (c >= w.chunks) {
-      c -= w.chunks;
-      ++r;
-    }
+// A warp's 16 rows starting at `in` (row stride `ld` elements) into its stage; rows from `rows`
+// on are past the batch: zero-filled (their copies read nothing; `any` is a valid address).
+__device__ __forceinline__ void load_rows(uint32_t stage, int pitch, const uint16_t* in, int ld, const RowWalk& w,
+                                          int rows, const uint16_t* any) {
+  for (int r = w.r0, c = w.c0; r < kWarpRows; w.next(r, c)) {
+    const bool valid = r < rows;
+    px::cp_async_16(stage + r * pitch + c * 16, valid ? in + r * ld + c * 8 : any, valid ? 16u : 0u);
   }
 }
-__device__ __forceinline__ void store_rows(uint32_t stage, int pitch, uint16_t* out, int64_t ld, const RowWalk& w,
-                                           int64_t row0, int64_t batch) {
-  for (int r = w.r0, c = w.c0; r < kWarpRows;) {
-    const int64_t row = row0 + r;
-    if (row < batch) px::st_global_streaming_16(out + row * ld + c * 8, px::ld_shared_16(stage + r * pitch + c * 16));
-    r += w.dr;
-    c += w.dc;
-    if (c >= w.chunks) {
-      c -= w.chunks;
-      ++r;
-    }
-  }
+// The first `rows` of a warp's 16 stage rows out to `out`.
+__device__ __forceinline__ void store_rows(uint32_t stage, int pitch, uint16_t* out, int ld, const RowWalk& w,
+                                           int rows) {
+  for (int r = w.r0, c = w.c0; r < rows; w.next(r, c))
+    px::st_global_streaming_16(out + r * ld + c * 8, px::ld_shared_16(stage + r * pitch + c * 16));
+}
+
+// Rows of the warp's tile at row0 that are inside the batch (0 .. 16).
+__device__ __forceinline__ int rows_inside(int64_t row0, int64_t batch) {
+  const int64_t left = batch - row0;
+  return left <= 0 ? 0 : left >= kWarpRows ? kWarpRows : static_cast<int>(left);
 }
 
 // Accumulators of m64nNk16 (N / 2 per thread) -> finished A fragments (N / 16 k-steps).
@@ -218,31 +270,32 @@ __device__ __forceinline__ void output_layer(const uint32_t (&x)[WIDTH / 16][4],
 }
 
 template <typename T, int WIDTH, int STAGES, Epilogue HIDDEN, Epilogue OUT>
-__device__ __forceinline__ void inference_body(const KernelShape& s, const ForwardArgs& args, int pitch,
-                                               int64_t n_tiles) {
+__device__ __forceinline__ void inference_body(const KernelShape& s, const ForwardArgs& args, const Plan& p) {
   constexpr int KS = WIDTH / 16;
+  constexpr int kHiddenBytes = layer_bytes(WIDTH, WIDTH);
   extern __shared__ __align__(1024) unsigned char smem[];
   const uint32_t w_base = (px::shared_address(smem) + 1023u) & ~1023u;  // the swizzle works in 1024-byte blocks
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;  // 4 warps per warpgroup
   const int groups = blockDim.x / kGroupThreads, group = warp / 4, warp_in_group = warp % 4;
-  const int stage_bytes = kWarpRows * pitch;
-  const uint32_t stages = w_base + all_layers_bytes(WIDTH, s) + warp * STAGES * stage_bytes;
+  const int pitch = p.pitch, stage_bytes = kWarpRows * pitch;
+  const uint32_t stages = w_base + p.weights_bytes + warp * STAGES * stage_bytes;
   const int64_t first = static_cast<int64_t>(blockIdx.x) * groups + group;
   const int64_t step = static_cast<int64_t>(gridDim.x) * groups;
-  const int64_t batch = args.batch;
+  const int64_t batch = args.batch, n_tiles = p.n_tiles;
   const uint16_t* in = static_cast<const uint16_t*>(args.input);
   uint16_t* out = static_cast<uint16_t*>(args.output);
-  const int first_layer_bytes = layer_bytes(WIDTH, s.in_width), hidden_bytes = layer_bytes(WIDTH, WIDTH);
-  const RowWalk in_walk(lane, s.in_width), out_walk(lane, s.out_width);
+  const RowWalk in_walk(lane, p.in_chunks, p.in_per_chunk), out_walk(lane, p.out_chunks, p.out_per_chunk);
+  auto warp_row0 = [&](int64_t tile) { return tile * kGroupRows + warp_in_group * kWarpRows; };
 
   // One commit group per tile, the weights in the first tile's: the first tile starts when its
   // rows and the weights have landed, with the next STAGES - 1 tiles still in flight.
-  stage_weights<WIDTH>(w_base, static_cast<const uint16_t*>(args.weights), s);
+  stage_weights<WIDTH>(w_base, static_cast<const uint16_t*>(args.weights), s, p);
   for (int st = 0; st < STAGES; ++st) {
     const int64_t tile = first + st * step;
-    if (tile < n_tiles)
-      load_rows(stages + st * stage_bytes, pitch, in, args.ld_in, in_walk, tile * kGroupRows + warp_in_group * kWarpRows,
-                batch);
+    if (tile < n_tiles) {
+      const int64_t row0 = warp_row0(tile);
+      load_rows(stages + st * stage_bytes, pitch, in + row0 * p.ld_in, p.ld_in, in_walk, rows_inside(row0, batch), in);
+    }
     px::cp_async_commit();
   }
   px::cp_async_wait<STAGES - 1>();
@@ -252,7 +305,7 @@ __device__ __forceinline__ void inference_body(const KernelShape& s, const Forwa
   int st = 0;
   for (int64_t tile = first; tile < n_tiles; tile += step) {
     const uint32_t stage = stages + st * stage_bytes;
-    const int64_t row0 = tile * kGroupRows + warp_in_group * kWarpRows;
+    const int64_t row0 = warp_row0(tile);
     px::cp_async_wait<STAGES - 1>();  // this tile's copies (this lane's) have landed
     __syncwarp();                      // ... and every lane's
 
@@ -260,20 +313,22 @@ __device__ __forceinline__ void inference_body(const KernelShape& s, const Forwa
     uint32_t a[KS][4];
     first_product<T, WIDTH>(d, stage, pitch, s.in_width, w_base, lane);
     to_fragments<T, WIDTH, HIDDEN>(a, d, s.act);
-    uint32_t w = w_base + first_layer_bytes;
-    for (int l = 1; l < s.n_hidden; ++l, w += hidden_bytes) {
+    uint32_t w = w_base + p.first_layer_bytes;
+    for (int l = 1; l < s.n_hidden; ++l, w += kHiddenBytes) {
       product<T, WIDTH, KS>(d, a, w, WIDTH, 0);
       to_fragments<T, WIDTH, HIDDEN>(a, d, s.act);
     }
     __syncwarp();  // every lane's reads of the input in this stage are done before it is overwritten
     output_layer<T, WIDTH, OUT>(a, d, w, s.out_width, stage, pitch, s.out_act, lane);
     __syncwarp();
-    store_rows(stage, pitch, out, args.ld_out, out_walk, row0, batch);
+    store_rows(stage, pitch, out + row0 * p.ld_out, p.ld_out, out_walk, rows_inside(row0, batch));
     __syncwarp();  // the stage is read out before the next copy into it
 
     const int64_t next = tile + STAGES * step;
-    if (next < n_tiles)
-      load_rows(stage, pitch, in, args.ld_in, in_walk, next * kGroupRows + warp_in_group * kWarpRows, batch);
+    if (next < n_tiles) {
+      const int64_t next_row0 = warp_row0(next);
+      load_rows(stage, pitch, in + next_row0 * p.ld_in, p.ld_in, in_walk, rows_inside(next_row0, batch), in);
+    }
     px::cp_async_commit();
     st = st + 1 == STAGES ? 0 : st + 1;
   }
@@ -285,9 +340,9 @@ __device__ __forceinline__ void inference_body(const KernelShape& s, const Forwa
 // blocks of two warpgroups per SM.
 template <typename T, int WIDTH, int STAGES, Epilogue HIDDEN, Epilogue OUT>
 __global__ void __launch_bounds__(kMaxGroups* kGroupThreads, 1)
-    inference_kernel(KernelShape s, ForwardArgs args, int pitch, int64_t n_tiles) {
+    inference_kernel(KernelShape s, ForwardArgs args, Plan p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  inference_body<T, WIDTH, STAGES, HIDDEN, OUT>(s, args, pitch, n_tiles);
+  inference_body<T, WIDTH, STAGES, HIDDEN, OUT>(s, args, p);
 #else
   __trap();  // built for sm_90a only; wgmma_inference.cu launches it on compute capability 9.0 only
 #endif
