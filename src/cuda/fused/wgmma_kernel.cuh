@@ -107,10 +107,12 @@ __device__ __forceinline__ void stage_layer_any(uint32_t dst, const uint16_t* sr
 // column blocks are `rows` rows apart, one call per layer.
 template <int WIDTH>
 __device__ __forceinline__ void stage_full_rows(uint32_t dst, const uint16_t* src, int rows) {
-  constexpr int kRowChunks = WIDTH / 8;
-  for (int j = threadIdx.x; j < rows * kRowChunks; j += blockDim.x) {
-    const int n = j / kRowChunks, c = j % kRowChunks;
-    px::cp_async_16(dst + (c / 8) * rows * 128 + n * 128 + (((c % 8) ^ (n % 8)) << 4), src + j * 8, 16u);
+  constexpr unsigned kRowChunks = WIDTH / 8;
+  const unsigned n_chunks = static_cast<unsigned>(rows) * kRowChunks, stride = blockDim.x;
+  const char* from = reinterpret_cast<const char*>(src) + threadIdx.x * 16u;
+  for (unsigned j = threadIdx.x; j < n_chunks; j += stride, from += stride * 16u) {
+    const unsigned n = j / kRowChunks, c = j % kRowChunks;
+    px::cp_async_16(dst + (c / 8) * rows * 128u + n * 128u + (((c % 8) ^ (n % 8)) << 4), from, 16u);
   }
 }
 
@@ -155,37 +157,66 @@ __device__ __forceinline__ uint32_t block_row(uint32_t base, int pitch, int col0
   return base + ((lane & 7) + ((lane >> 3) & 1) * 8) * pitch + (col0 + (lane >> 4) * 8) * 2;
 }
 
-// Where lane `lane` starts in the 16-byte chunks of a warp's 16 rows (chunk i = lane + 32 j is
-// row i / chunks, chunk i % chunks), and how it steps.
+// How a lane walks the 16-byte chunks of a warp's 16 rows (chunk i = lane + 32 j is row
+// i / chunks, chunk i % chunks) in global memory (row stride `ld` elements) and in its stage (row
+// stride `pitch` bytes): where it starts and how far each step goes, worked out once per kernel.
+// When the chunks per row divide 32 (16, 32, 64, 128 or 256 columns) every step is the same
+// number of whole rows (`regular`); otherwise a step can wrap to the next row.
 struct RowWalk {
   int r0, c0, dr, dc, chunks;
-  __device__ RowWalk(int lane, int n_chunks, float per_chunk)
-      : r0(static_cast<int>((lane + 0.5f) * per_chunk)),  // exact: lane < 32 and chunks <= 32
-        c0(lane - r0 * n_chunks), dr(kWarpSize / n_chunks), dc(kWarpSize - dr * n_chunks), chunks(n_chunks) {}
-  __device__ void next(int& r, int& c) const {
-    r += dr;
-    c += dc;
-    if (c >= chunks) {
-      c -= chunks;
-      ++r;
-    }
+  int g0, g_step, g_wrap;  // elements: start, step, extra on a wrap
+  int s0, s_step, s_wrap;  // stage bytes: the same
+  bool regular;
+  __device__ RowWalk(int lane, int n_chunks, float per_chunk, int ld, int pitch) {
+    chunks = n_chunks;
+    r0 = static_cast<int>((lane + 0.5f) * per_chunk);  // lane / chunks, exact: lane < 32, chunks <= 32
+    c0 = lane - r0 * n_chunks;
+    dr = kWarpSize / n_chunks;
+    dc = kWarpSize - dr * n_chunks;
+    regular = dc == 0;
+    g0 = r0 * ld + c0 * 8;
+    s0 = r0 * pitch + c0 * 16;
+    g_step = dr * ld + dc * 8;
+    s_step = dr * pitch + dc * 16;
+    g_wrap = ld - n_chunks * 8;
+    s_wrap = pitch - n_chunks * 16;
   }
 };
 
-// A warp's 16 rows starting at `in` (row stride `ld` elements) into its stage; rows from `rows`
-// on are past the batch: zero-filled (their copies read nothing; `any` is a valid address).
-__device__ __forceinline__ void load_rows(uint32_t stage, int pitch, const uint16_t* in, int ld, const RowWalk& w,
-                                          int rows, const uint16_t* any) {
-  for (int r = w.r0, c = w.c0; r < kWarpRows; w.next(r, c)) {
+// A warp's 16 rows starting at `in` into its stage; rows from `rows` on are past the batch:
+// zero-filled (their copies read nothing; `any` is a valid address).
+__device__ __forceinline__ void load_rows(uint32_t stage, const uint16_t* in, const RowWalk& w, int rows,
+                                          const uint16_t* any) {
+  const uint16_t* g = in + w.g0;
+  uint32_t sa = stage + w.s0;
+  if (w.regular) {
+    for (int r = w.r0; r < kWarpRows; r += w.dr, g += w.g_step, sa += w.s_step) {
+      const bool valid = r < rows;
+      px::cp_async_16(sa, valid ? g : any, valid ? 16u : 0u);
+    }
+    return;
+  }
+  for (int r = w.r0, c = w.c0; r < kWarpRows;) {
     const bool valid = r < rows;
-    px::cp_async_16(stage + r * pitch + c * 16, valid ? in + r * ld + c * 8 : any, valid ? 16u : 0u);
+    px::cp_async_16(sa, valid ? g : any, valid ? 16u : 0u);
+    r += w.dr, c += w.dc, g += w.g_step, sa += w.s_step;
+    if (c >= w.chunks) c -= w.chunks, ++r, g += w.g_wrap, sa += w.s_wrap;
   }
 }
 // The first `rows` of a warp's 16 stage rows out to `out`.
-__device__ __forceinline__ void store_rows(uint32_t stage, int pitch, uint16_t* out, int ld, const RowWalk& w,
-                                           int rows) {
-  for (int r = w.r0, c = w.c0; r < rows; w.next(r, c))
-    px::st_global_streaming_16(out + r * ld + c * 8, px::ld_shared_16(stage + r * pitch + c * 16));
+__device__ __forceinline__ void store_rows(uint32_t stage, uint16_t* out, const RowWalk& w, int rows) {
+  uint16_t* g = out + w.g0;
+  uint32_t sa = stage + w.s0;
+  if (w.regular) {
+    for (int r = w.r0; r < rows; r += w.dr, g += w.g_step, sa += w.s_step)
+      px::st_global_streaming_16(g, px::ld_shared_16(sa));
+    return;
+  }
+  for (int r = w.r0, c = w.c0; r < rows;) {
+    px::st_global_streaming_16(g, px::ld_shared_16(sa));
+    r += w.dr, c += w.dc, g += w.g_step, sa += w.s_step;
+    if (c >= w.chunks) c -= w.chunks, ++r, g += w.g_wrap, sa += w.s_wrap;
+  }
 }
 
 // Rows of the warp's tile at row0 that are inside the batch (0 .. 16).
@@ -284,20 +315,25 @@ __device__ __forceinline__ void inference_body(const KernelShape& s, const Forwa
   const int64_t batch = args.batch, n_tiles = p.n_tiles;
   const uint16_t* in = static_cast<const uint16_t*>(args.input);
   uint16_t* out = static_cast<uint16_t*>(args.output);
-  const RowWalk in_walk(lane, p.in_chunks, p.in_per_chunk), out_walk(lane, p.out_chunks, p.out_per_chunk);
+  const RowWalk in_walk(lane, p.in_chunks, p.in_per_chunk, p.ld_in, pitch);
   auto warp_row0 = [&](int64_t tile) { return tile * kGroupRows + warp_in_group * kWarpRows; };
+  auto load_tile = [&](uint32_t stage, int64_t tile) {
+    const int64_t row0 = warp_row0(tile);
+    load_rows(stage, in + row0 * p.ld_in, in_walk, rows_inside(row0, batch), in);
+  };
 
   // One commit group per tile, the weights in the first tile's: the first tile starts when its
-  // rows and the weights have landed, with the next STAGES - 1 tiles still in flight.
+  // rows and the weights have landed, with the next STAGES - 1 tiles still in flight. The first
+  // rows go first: they come from DRAM, the weights (read by every block) mostly from the L2.
+  if (first < n_tiles) load_tile(stages, first);
   stage_weights<WIDTH>(w_base, static_cast<const uint16_t*>(args.weights), s, p);
-  for (int st = 0; st < STAGES; ++st) {
+  px::cp_async_commit();
+  for (int st = 1; st < STAGES; ++st) {
     const int64_t tile = first + st * step;
-    if (tile < n_tiles) {
-      const int64_t row0 = warp_row0(tile);
-      load_rows(stages + st * stage_bytes, pitch, in + row0 * p.ld_in, p.ld_in, in_walk, rows_inside(row0, batch), in);
-    }
+    if (tile < n_tiles) load_tile(stages + st * stage_bytes, tile);
     px::cp_async_commit();
   }
+  const RowWalk out_walk(lane, p.out_chunks, p.out_per_chunk, p.ld_out, pitch);
   px::cp_async_wait<STAGES - 1>();
   fence_proxy_async();
   __syncthreads();
@@ -321,14 +357,11 @@ __device__ __forceinline__ void inference_body(const KernelShape& s, const Forwa
     __syncwarp();  // every lane's reads of the input in this stage are done before it is overwritten
     output_layer<T, WIDTH, OUT>(a, d, w, s.out_width, stage, pitch, s.out_act, lane);
     __syncwarp();
-    store_rows(stage, pitch, out + row0 * p.ld_out, p.ld_out, out_walk, rows_inside(row0, batch));
+    store_rows(stage, out + row0 * p.ld_out, out_walk, rows_inside(row0, batch));
     __syncwarp();  // the stage is read out before the next copy into it
 
     const int64_t next = tile + STAGES * step;
-    if (next < n_tiles) {
-      const int64_t next_row0 = warp_row0(next);
-      load_rows(stage, pitch, in + next_row0 * p.ld_in, p.ld_in, in_walk, rows_inside(next_row0, batch), in);
-    }
+    if (next < n_tiles) load_tile(stage, next);
     px::cp_async_commit();
     st = st + 1 == STAGES ? 0 : st + 1;
   }
