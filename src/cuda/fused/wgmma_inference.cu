@@ -8,7 +8,7 @@
 #if defined(TINYFUSE_WGMMA_SM90A)
 #include <algorithm>
 #include <cstdlib>
-#include <type_traits>
+#include <cstdint>
 
 #include "cuda/fused/launch_config.h"
 #include "cuda/fused/wgmma_kernel.cuh"
@@ -20,30 +20,24 @@ namespace tinyfuse::cuda::fused {
 
 namespace {
 
-// Warpgroups per block: 64 wide is memory-bound and does best with small blocks (3 per SM),
+// Warpgroups per block: 64 wide is memory-bound and does best with small blocks (2 per SM),
 // 128 wide is compute-bound and does best with 3 warpgroups sharing one copy of the weights
 // (the 2026-12-03 probe, benchmarks/results/wgmma-probe-h200-2026-12-03.json).
 int preferred_groups(int width) {
   static const int forced = [] {
-    const char* e = std::getenv("TINYFUSE_WGMMA_GROUPS");  // experiment knob (1..3)
+    const char* e = std::getenv("TINYFUSE_WGMMA_GROUPS");  // experiment knob (1 .. max_groups)
     return e ? std::atoi(e) : 0;
   }();
-  if (forced >= 1 && forced <= wgmma::kMaxGroups) return forced;
+  if (forced >= 1 && forced <= wgmma::max_groups(width)) return forced;
   return width == 128 ? 3 : 2;
 }
 
-// Input tiles in flight per warp (experiment knob TINYFUSE_WGMMA_STAGES, 2..4; 64-wide FP16
-// ReLU with identity output only, the benchmark's network).
-int preferred_stages() {
-  static const int forced = [] {
-    const char* e = std::getenv("TINYFUSE_WGMMA_STAGES");
-    return e ? std::atoi(e) : 0;
-  }();
-  return forced >= 2 && forced <= 4 ? forced : 2;
-}
+// Two input tiles in flight per warp: three or four measured no faster at 2^14 .. 2^22 (2026-12-04,
+// docs/PERFORMANCE.md).
+constexpr int kStages = 2;
 
-template <typename T, int WIDTH, int STAGES, Epilogue HIDDEN, Epilogue OUT>
-bool launch_staged(const FusedShape& shape, const ForwardArgs& args, gpuStream_t stream) {
+template <typename T, int WIDTH, Epilogue HIDDEN, Epilogue OUT, bool SQUARE>
+bool launch_kernel(const FusedShape& shape, const ForwardArgs& args, gpuStream_t stream) {
   const KernelShape ks = kernel_shape(shape, true);
   wgmma::Plan p;
   p.pitch = (std::max(shape.in_width, shape.out_width) + kSmemPad) * static_cast<int>(sizeof(T));
@@ -57,9 +51,9 @@ bool launch_staged(const FusedShape& shape, const ForwardArgs& args, gpuStream_t
   p.out_per_chunk = 1.0f / static_cast<float>(p.out_chunks);
   p.n_tiles = (args.batch + wgmma::kGroupRows - 1) / wgmma::kGroupRows;
   const size_t weights = 1024 + static_cast<size_t>(p.weights_bytes);  // + alignment slack
-  const auto kernel = wgmma::inference_kernel<T, WIDTH, STAGES, HIDDEN, OUT>;
+  const auto kernel = wgmma::inference_kernel<T, WIDTH, kStages, HIDDEN, OUT, SQUARE>;
   for (int groups = preferred_groups(WIDTH); groups >= 1; --groups) {
-    const size_t smem = weights + static_cast<size_t>(groups) * 4 * STAGES * wgmma::kWarpRows * p.pitch;
+    const size_t smem = weights + static_cast<size_t>(groups) * 4 * kStages * wgmma::kWarpRows * p.pitch;
     const int threads = groups * wgmma::kGroupThreads;
     const int64_t blocks = persistent_grid_blocks(reinterpret_cast<const void*>(kernel), threads, smem, p.n_tiles, groups);
     if (blocks < 1) continue;
@@ -70,14 +64,16 @@ bool launch_staged(const FusedShape& shape, const ForwardArgs& args, gpuStream_t
   return false;  // too deep for shared memory: the streaming kernel decides next
 }
 
+// The square ReLU network (input, hidden and output all WIDTH wide, no output activation: the
+// benchmark's and the usual production shape) has its own kernel with those widths built in.
 template <typename T, int WIDTH, Epilogue HIDDEN, Epilogue OUT>
 bool launch_variant(const FusedShape& shape, const ForwardArgs& args, gpuStream_t stream) {
-  if constexpr (std::is_same_v<T, __half> && WIDTH == 64 && HIDDEN == Epilogue::Relu && OUT == Epilogue::Identity) {
-    const int stages = preferred_stages();
-    if (stages == 3) return launch_staged<T, WIDTH, 3, HIDDEN, OUT>(shape, args, stream);
-    if (stages == 4) return launch_staged<T, WIDTH, 4, HIDDEN, OUT>(shape, args, stream);
+  if constexpr (HIDDEN == Epilogue::Relu && OUT == Epilogue::Identity) {
+    const bool aligned = (reinterpret_cast<uintptr_t>(args.weights) & 15) == 0;
+    if (shape.in_width == WIDTH && shape.out_width == WIDTH && aligned)
+      return launch_kernel<T, WIDTH, HIDDEN, OUT, true>(shape, args, stream);
   }
-  return launch_staged<T, WIDTH, 2, HIDDEN, OUT>(shape, args, stream);
+  return launch_kernel<T, WIDTH, HIDDEN, OUT, false>(shape, args, stream);
 }
 
 template <typename T, int WIDTH>

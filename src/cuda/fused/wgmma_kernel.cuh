@@ -35,6 +35,10 @@ constexpr int kGroupThreads = 128;  // a warpgroup
 constexpr int kGroupRows = 64;      // rows of a warpgroup tile (the m of m64nNk16)
 constexpr int kWarpRows = 16;
 constexpr int kMaxGroups = 3;  // warpgroups per block
+// Per width: 64 wide runs blocks of at most two warpgroups, two blocks per SM (register budget 128
+// per thread, launch bounds below); 128 wide one block of up to three.
+__host__ __device__ constexpr int max_groups(int width) { return width == 64 ? 2 : kMaxGroups; }
+__host__ __device__ constexpr int min_blocks_per_sm(int width) { return width == 64 ? 2 : 1; }
 constexpr int kBlockCols = 64; // input columns per swizzled weight block (128 bytes of FP16/BF16)
 
 __device__ __forceinline__ void fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
@@ -116,19 +120,18 @@ __device__ __forceinline__ void stage_full_rows(uint32_t dst, const uint16_t* sr
   }
 }
 
-// Every layer's weights into the swizzled layout from `w_base` on, by the whole block. The caller
-// waits, fences the async proxy and syncs the block.
+// Every layer's weights into the swizzled layout from `w_base` on, by the whole block; `aligned`:
+// the weights start on 16 bytes. The caller waits, fences the async proxy and syncs the block.
 template <int WIDTH>
 __device__ __forceinline__ void stage_weights(uint32_t w_base, const uint16_t* weights, const KernelShape& s,
-                                              const Plan& p) {
-  const bool aligned = (reinterpret_cast<uintptr_t>(weights) & 15) == 0;
+                                              int in_width, int out_width, bool aligned, const Plan& p) {
   int l = 0;
   uint32_t dst = w_base;
   const uint16_t* src = weights;
-  if (!aligned || s.in_width != WIDTH) {
-    stage_layer_any(dst, src, layer_out(WIDTH, s, 0), s.in_width, aligned);
+  if (!aligned || in_width != WIDTH) {
+    stage_layer_any(dst, src, layer_out(WIDTH, s, 0), in_width, aligned);
     dst += p.first_layer_bytes;
-    src += WIDTH * s.in_width;
+    src += WIDTH * in_width;
     l = 1;
   }
   if (!aligned) {
@@ -139,10 +142,10 @@ __device__ __forceinline__ void stage_weights(uint32_t w_base, const uint16_t* w
       src += n_out * WIDTH;
     }
   } else if constexpr (WIDTH == kBlockCols) {
-    stage_full_rows<WIDTH>(dst, src, (s.n_hidden - l) * WIDTH + s.out_width);
+    stage_full_rows<WIDTH>(dst, src, (s.n_hidden - l) * WIDTH + out_width);
   } else {
     for (; l <= s.n_hidden; ++l) {
-      const int n_out = layer_out(WIDTH, s, l);
+      const int n_out = l == s.n_hidden ? out_width : WIDTH;
       stage_full_rows<WIDTH>(dst, src, n_out);
       dst += layer_bytes(n_out, WIDTH);
       src += n_out * WIDTH;
@@ -167,9 +170,10 @@ struct RowWalk {
   int g0, g_step, g_wrap;  // elements: start, step, extra on a wrap
   int s0, s_step, s_wrap;  // stage bytes: the same
   bool regular;
-  __device__ RowWalk(int lane, int n_chunks, float per_chunk, int ld, int pitch) {
+  // first_row: lane / n_chunks (lane_row below).
+  __device__ __forceinline__ RowWalk(int lane, int first_row, int n_chunks, int ld, int pitch) {
     chunks = n_chunks;
-    r0 = static_cast<int>((lane + 0.5f) * per_chunk);  // lane / chunks, exact: lane < 32, chunks <= 32
+    r0 = first_row;
     c0 = lane - r0 * n_chunks;
     dr = kWarpSize / n_chunks;
     dc = kWarpSize - dr * n_chunks;
@@ -182,6 +186,9 @@ struct RowWalk {
     s_wrap = pitch - n_chunks * 16;
   }
 };
+
+// lane / chunks without a division: by the reciprocal, exact as lane < 32 and chunks <= 32.
+__device__ __forceinline__ int lane_row(int lane, float per_chunk) { return static_cast<int>((lane + 0.5f) * per_chunk); }
 
 // A warp's 16 rows starting at `in` into its stage; rows from `rows` on are past the batch:
 // zero-filled (their copies read nothing; `any` is a valid address).
@@ -300,22 +307,30 @@ __device__ __forceinline__ void output_layer(const uint32_t (&x)[WIDTH / 16][4],
   }
 }
 
-template <typename T, int WIDTH, int STAGES, Epilogue HIDDEN, Epilogue OUT>
+// SQUARE: the input and output are WIDTH wide and the weights 16-byte aligned (the host checks),
+// so those widths, the stage pitch and the row walks are compile-time constants and the paths for
+// other widths are not in the kernel (less code to fetch, fewer instructions per call: what small
+// batches wait for).
+template <typename T, int WIDTH, int STAGES, Epilogue HIDDEN, Epilogue OUT, bool SQUARE>
 __device__ __forceinline__ void inference_body(const KernelShape& s, const ForwardArgs& args, const Plan& p) {
   constexpr int KS = WIDTH / 16;
   constexpr int kHiddenBytes = layer_bytes(WIDTH, WIDTH);
+  constexpr int kSquarePitch = (WIDTH + kSmemPad) * static_cast<int>(sizeof(T));
   extern __shared__ __align__(1024) unsigned char smem[];
   const uint32_t w_base = (px::shared_address(smem) + 1023u) & ~1023u;  // the swizzle works in 1024-byte blocks
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;  // 4 warps per warpgroup
   const int groups = blockDim.x / kGroupThreads, group = warp / 4, warp_in_group = warp % 4;
-  const int pitch = p.pitch, stage_bytes = kWarpRows * pitch;
+  const int in_width = SQUARE ? WIDTH : s.in_width, out_width = SQUARE ? WIDTH : s.out_width;
+  const int in_chunks = SQUARE ? WIDTH / 8 : p.in_chunks, out_chunks = SQUARE ? WIDTH / 8 : p.out_chunks;
+  const int pitch = SQUARE ? kSquarePitch : p.pitch, stage_bytes = kWarpRows * pitch;
   const uint32_t stages = w_base + p.weights_bytes + warp * STAGES * stage_bytes;
   const int64_t first = static_cast<int64_t>(blockIdx.x) * groups + group;
   const int64_t step = static_cast<int64_t>(gridDim.x) * groups;
   const int64_t batch = args.batch, n_tiles = p.n_tiles;
   const uint16_t* in = static_cast<const uint16_t*>(args.input);
   uint16_t* out = static_cast<uint16_t*>(args.output);
-  const RowWalk in_walk(lane, p.in_chunks, p.in_per_chunk, p.ld_in, pitch);
+  // (SQUARE: a shift.)
+  const RowWalk in_walk(lane, SQUARE ? lane / in_chunks : lane_row(lane, p.in_per_chunk), in_chunks, p.ld_in, pitch);
   auto warp_row0 = [&](int64_t tile) { return tile * kGroupRows + warp_in_group * kWarpRows; };
   auto load_tile = [&](uint32_t stage, int64_t tile) {
     const int64_t row0 = warp_row0(tile);
@@ -326,14 +341,17 @@ __device__ __forceinline__ void inference_body(const KernelShape& s, const Forwa
   // rows and the weights have landed, with the next STAGES - 1 tiles still in flight. The first
   // rows go first: they come from DRAM, the weights (read by every block) mostly from the L2.
   if (first < n_tiles) load_tile(stages, first);
-  stage_weights<WIDTH>(w_base, static_cast<const uint16_t*>(args.weights), s, p);
+  const uint16_t* weights = static_cast<const uint16_t*>(args.weights);
+  const bool aligned = SQUARE || (reinterpret_cast<uintptr_t>(weights) & 15) == 0;
+  stage_weights<WIDTH>(w_base, weights, s, in_width, out_width, aligned, p);
   px::cp_async_commit();
   for (int st = 1; st < STAGES; ++st) {
     const int64_t tile = first + st * step;
     if (tile < n_tiles) load_tile(stages + st * stage_bytes, tile);
     px::cp_async_commit();
   }
-  const RowWalk out_walk(lane, p.out_chunks, p.out_per_chunk, p.ld_out, pitch);
+  const RowWalk out_walk(lane, SQUARE ? lane / out_chunks : lane_row(lane, p.out_per_chunk), out_chunks, p.ld_out,
+                         pitch);
   px::cp_async_wait<STAGES - 1>();
   fence_proxy_async();
   __syncthreads();
@@ -347,7 +365,7 @@ __device__ __forceinline__ void inference_body(const KernelShape& s, const Forwa
 
     float d[WIDTH / 2];
     uint32_t a[KS][4];
-    first_product<T, WIDTH>(d, stage, pitch, s.in_width, w_base, lane);
+    first_product<T, WIDTH>(d, stage, pitch, in_width, w_base, lane);
     to_fragments<T, WIDTH, HIDDEN>(a, d, s.act);
     uint32_t w = w_base + p.first_layer_bytes;
     for (int l = 1; l < s.n_hidden; ++l, w += kHiddenBytes) {
@@ -355,7 +373,7 @@ __device__ __forceinline__ void inference_body(const KernelShape& s, const Forwa
       to_fragments<T, WIDTH, HIDDEN>(a, d, s.act);
     }
     __syncwarp();  // every lane's reads of the input in this stage are done before it is overwritten
-    output_layer<T, WIDTH, OUT>(a, d, w, s.out_width, stage, pitch, s.out_act, lane);
+    output_layer<T, WIDTH, OUT>(a, d, w, out_width, stage, pitch, s.out_act, lane);
     __syncwarp();
     store_rows(stage, out + row0 * p.ld_out, out_walk, rows_inside(row0, batch));
     __syncwarp();  // the stage is read out before the next copy into it
@@ -368,14 +386,14 @@ __device__ __forceinline__ void inference_body(const KernelShape& s, const Forwa
   px::cp_async_wait<0>();
 }
 
-// No register cap beyond one block of kMaxGroups warpgroups: capping the 64-wide variants for 768
-// threads per SM (80 registers) makes ptxas spill them; uncapped they use 80-96 and run two
-// blocks of two warpgroups per SM.
-template <typename T, int WIDTH, int STAGES, Epilogue HIDDEN, Epilogue OUT>
-__global__ void __launch_bounds__(kMaxGroups* kGroupThreads, 1)
+// Register budgets: two blocks of two warpgroups per SM at 64 wide (128 registers; the square
+// kernel takes 134 unbounded, the others 105-113; capping for three blocks, 80, spills), one
+// block of three at 128 wide.
+template <typename T, int WIDTH, int STAGES, Epilogue HIDDEN, Epilogue OUT, bool SQUARE>
+__global__ void __launch_bounds__(max_groups(WIDTH) * kGroupThreads, min_blocks_per_sm(WIDTH))
     inference_kernel(KernelShape s, ForwardArgs args, Plan p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  inference_body<T, WIDTH, STAGES, HIDDEN, OUT>(s, args, p);
+  inference_body<T, WIDTH, STAGES, HIDDEN, OUT, SQUARE>(s, args, p);
 #else
   __trap();  // built for sm_90a only; wgmma_inference.cu launches it on compute capability 9.0 only
 #endif
