@@ -20,7 +20,7 @@ if [ -n "${FILTER:-}" ]; then
   timeout 240 $B/tinyfuse_gpu_tests --gtest_brief=1 --gtest_filter="$FILTER" > $OUT/tests.log 2>&1
   echo "== tests exit $? in $((SECONDS - t0)) s"; grep -E "^\[  (FAILED|SKIPPED) |tests? ran|PASSED" $OUT/tests.log | tail -8
 fi
-BENCH="$B/tinyfuse-bench --device cuda --networks ${NETS:-FullyFusedMLP} --widths 64 --modes inference --skip-encodings --repeats 100"
+BENCH="$B/tinyfuse-bench --device cuda --networks ${NETS:-FullyFusedMLP} --widths ${WIDTHS:-64} --modes inference --skip-encodings --repeats 100"
 rows() { grep -E "^\[floor\]" "$1.err"; grep -E "^(FullyFused|Width64)" "$1.log"; }
 timeout 120 $BENCH --out $OUT/sync.json > $OUT/sync.log 2> $OUT/sync.err; echo "== sync exit $?"; rows $OUT/sync
 timeout 120 $BENCH --queue-runs --out $OUT/queued.json > $OUT/queued.log 2> $OUT/queued.err; echo "== queued exit $?"; rows $OUT/queued
