@@ -3,10 +3,10 @@
 # 64 -> 64 x 2 -> 64 FP16 inference at 2^14 ... 2^22, timed as the anchors were (host waits for
 # each run; tinyfuse-bench also times an empty kernel the same way: the launch floor) and queued
 # back to back; the kernel alone by ncu (clocks and caches as they run) with its active cycles
-# and stall reasons at 2^14, 2^16 and 2^18; and, when GROUPS is set ("1 3 ..."), the same
+# and stall reasons at 2^14, 2^16 and 2^18; and, when GROUP_SWEEP is set ("1 3 ..."), the same
 # benchmark under each TINYFUSE_WGMMA_GROUPS setting (warpgroups per block).
 # Usage (repository root, after scripts/gpu/prepare_carry.sh; carry .devpack):
-#   FILTER='*FusedWgmma*' GROUPS='1 3' bash scripts/gpu/latency.sh; bash scripts/gpu/pack_out.sh
+#   FILTER='*FusedWgmma*' GROUP_SWEEP='1 3' bash scripts/gpu/latency.sh; bash scripts/gpu/pack_out.sh
 set -u
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -24,7 +24,7 @@ BENCH="$B/tinyfuse-bench --device cuda --networks ${NETS:-FullyFusedMLP} --width
 rows() { grep -E "^\[floor\]" "$1.err"; grep -E "^(FullyFused|Width64)" "$1.log"; }
 timeout 120 $BENCH --out $OUT/sync.json > $OUT/sync.log 2> $OUT/sync.err; echo "== sync exit $?"; rows $OUT/sync
 timeout 120 $BENCH --queue-runs --out $OUT/queued.json > $OUT/queued.log 2> $OUT/queued.err; echo "== queued exit $?"; rows $OUT/queued
-for g in ${GROUPS:-}; do
+for g in ${GROUP_SWEEP:-}; do
   TINYFUSE_WGMMA_GROUPS=$g timeout 120 $BENCH --networks FullyFusedMLP --out $OUT/g$g.json > $OUT/g$g.log 2> $OUT/g$g.err
   echo "== groups $g exit $?"; rows $OUT/g$g
 done
