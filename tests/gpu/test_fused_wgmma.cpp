@@ -8,7 +8,8 @@
 // forward bit for bit). Widths 64 and 128 (the kernel's), inputs narrower / wider than the hidden
 // layers and not multiples of 64, outputs padded (5 -> 16) and wider than 16 but not the hidden
 // width, depths 1-4, ReLU / LeakyReLU / Tanh / Sine with None / Sigmoid outputs, batches
-// 1 .. 300001, strided views; outputs poisoned with NaN first. Runs on the device machine; skips
+// 1 .. 300001, strided views, parameters off the 16-byte grid (the square kernel is for aligned
+// ones); outputs poisoned with NaN first. Runs on the device machine; skips
 // without a GPU, and without a compute capability 9.0 device or sm_90a code in the build.
 #include <gtest/gtest.h>
 
@@ -46,12 +47,14 @@ struct Case {
   const char *act, *out_act;
   int64_t batch;
   bool strided;
+  int param_offset = 0;  // elements: the parameters start this far into their buffer
 };
 
 std::string describe(const Case& c) {
   return std::string(c.precision == DType::BF16 ? "bf16 " : "f16 ") + std::to_string(c.in) + "->" +
          std::to_string(c.width) + "x" + std::to_string(c.hidden) + "->" + std::to_string(c.out) + " " + c.act + "/" +
-         c.out_act + " batch " + std::to_string(c.batch) + (c.strided ? " strided" : "");
+         c.out_act + " batch " + std::to_string(c.batch) + (c.strided ? " strided" : "") +
+         (c.param_offset ? " params at +" + std::to_string(c.param_offset) : "");
 }
 
 class FusedWgmma : public ::testing::Test {
@@ -80,8 +83,9 @@ class FusedWgmma : public ::testing::Test {
     Pcg32 rng(seed);
     std::vector<float> init(n);
     gpu->initialize_params(rng, init.data());
-    Buffer pbuf(Device::CUDA, n * dtype_size(p));
-    const TensorView pview = pbuf.vector(p, n);
+    Buffer pbuf(Device::CUDA, (n + c.param_offset) * dtype_size(p));
+    const TensorView pview = TensorView::vector(static_cast<char*>(pbuf.data()) + c.param_offset * dtype_size(p), p,
+                                                Device::CUDA, static_cast<int64_t>(n));
     upload(pview, std::vector<double>(init.begin(), init.end()));
     gpu->set_params(pview, pview, {});
 
@@ -158,6 +162,24 @@ TEST_F(FusedWgmma, MatchesTheMmaKernelAndTheReference) {
         }
   std::printf("wgmma vs mma.sync inference: %lld of %lld elements bit for bit\n", static_cast<long long>(same),
               static_cast<long long>(total));
+}
+
+// Parameters off the 16-byte grid: the square kernel (aligned weights only) is not chosen and the
+// general one stages the weights element by element; still the mma.sync kernels' bits.
+TEST_F(FusedWgmma, ParametersOffTheSixteenByteGridStillMatch) {
+  uint64_t seed = 1000;
+  for (DType p : {DType::F16, DType::BF16})
+    for (Case c : {kShapes[0], kShapes[1]})
+      for (int offset : {1, 4})
+        for (int64_t batch : {1, 257, 1000}) {
+          c.precision = p;
+          c.act = "ReLU";
+          c.out_act = "None";
+          c.batch = batch;
+          c.param_offset = offset;
+          check(c, seed++);
+          if (HasFatalFailure()) return;
+        }
 }
 
 // Many tiles per warpgroup (the persistent loop and its two stages), and strided (staged) views.

@@ -2,7 +2,7 @@
 // kernel's plan (stream_kernel.cuh) with every layer on warpgroup tensor-core products
 // (wgmma.mma_async, wgmma_ops.cuh) instead of per-warp mma.sync. Measured against it on an H200
 // (benchmarks/experiments/wgmma_probe.cu, docs/PERFORMANCE.md): 1.3x at 64 wide, 2.7x at 128 wide.
-//  - a persistent grid of blocks of 1 .. kMaxGroups warpgroups; a warpgroup owns tiles of 64
+//  - a persistent grid of blocks of 1 .. max_groups(WIDTH) warpgroups; a warpgroup owns tiles of 64
 //    consecutive rows (16 per warp), tile = the warpgroup's global index + i * all warpgroups;
 //  - every layer's weights are staged once per block into shared memory in the layout wgmma reads
 //    by descriptor: B = W (out x in) "K-major", in blocks of 64 input columns whose 128-byte rows
@@ -18,6 +18,10 @@
 // busy meanwhile. Same rounding points as every fused kernel (epilogue.cuh), and the tensor
 // cores sum a 16-deep product as they do for mma.sync: the results are the mma.sync kernels'
 // bit for bit (measured on the H200 and required by test_fused_wgmma.cpp).
+// Small batches wait for the instructions before and around the first tile (a block has one or
+// two tiles per warpgroup at 2^14 - 2^16 rows), so the host works out every launch constant
+// (Plan), copies walk by precomputed steps, and the square ReLU network gets its own instance
+// with its widths built in (SQUARE).
 #pragma once
 
 #include <cstdint>
