@@ -333,7 +333,7 @@ __device__ __forceinline__ void inference_body(const KernelShape& s, const Forwa
   const int64_t batch = args.batch, n_tiles = p.n_tiles;
   const uint16_t* in = static_cast<const uint16_t*>(args.input);
   uint16_t* out = static_cast<uint16_t*>(args.output);
-  // (SQUARE: a shift.)
+  // A lane's first row, lane / chunks: a shift in the square kernel, else by the reciprocal.
   const RowWalk in_walk(lane, SQUARE ? lane / in_chunks : lane_row(lane, p.in_per_chunk), in_chunks, p.ld_in, pitch);
   auto warp_row0 = [&](int64_t tile) { return tile * kGroupRows + warp_in_group * kWarpRows; };
   auto load_tile = [&](uint32_t stage, int64_t tile) {
