@@ -320,7 +320,7 @@ bool forward_may_fold_loss(const FusedShape& shape, const ForwardArgs::Loss& los
 
 bool launch_forward_with_loss(DType t, const FusedShape& shape, const ForwardArgs& args, gpuStream_t stream) {
 #if !defined(TINYFUSE_WITH_HIP)
-  if (!args.loss.gradients || !fused_loss() || forward_path() == ForwardPath::General) return false;
+  if (!forward_may_fold_loss(shape, args.loss)) return false;
   if (!launch_stream_forward(t, shape, args, stream)) return false;
   g_fused_loss_launches.fetch_add(1);
   return true;

@@ -47,6 +47,8 @@ bool launch_kernel(const FusedShape& shape, const ForwardArgs& args, gpuStream_t
   p.ld_out = static_cast<int>(args.ld_out);
   p.in_chunks = shape.in_width / 8;
   p.out_chunks = shape.out_width / 8;
+  p.in_rows_per_step = kWarpSize / p.in_chunks;
+  p.out_rows_per_step = kWarpSize / p.out_chunks;
   p.in_per_chunk = 1.0f / static_cast<float>(p.in_chunks);
   p.out_per_chunk = 1.0f / static_cast<float>(p.out_chunks);
   p.n_tiles = (args.batch + wgmma::kGroupRows - 1) / wgmma::kGroupRows;

@@ -81,7 +81,8 @@ struct Plan {
   int first_layer_bytes;  // layer 0's share of it
   int ld_in, ld_out;      // row strides (elements) of input and output; the host keeps 16 of them in an int
   int in_chunks, out_chunks;          // 16-byte chunks per input / output row
-  float in_per_chunk, out_per_chunk;  // 1 / those: a lane's first row is lane / chunks
+  int in_rows_per_step, out_rows_per_step;  // 32 / those: whole rows a warp's 32 lanes cover
+  float in_per_chunk, out_per_chunk;  // 1 / the chunks: a lane's first row is lane / chunks
   int64_t n_tiles;
 };
 
@@ -138,22 +139,20 @@ __device__ __forceinline__ void stage_weights(uint32_t w_base, const uint16_t* w
     src += WIDTH * in_width;
     l = 1;
   }
-  if (!aligned) {
-    for (; l <= s.n_hidden; ++l) {
-      const int n_out = layer_out(WIDTH, s, l);
-      stage_layer_any(dst, src, n_out, WIDTH, false);
-      dst += layer_bytes(n_out, WIDTH);
-      src += n_out * WIDTH;
+  if constexpr (WIDTH == kBlockCols) {
+    if (aligned) {
+      stage_full_rows<WIDTH>(dst, src, (s.n_hidden - l) * WIDTH + out_width);
+      return;
     }
-  } else if constexpr (WIDTH == kBlockCols) {
-    stage_full_rows<WIDTH>(dst, src, (s.n_hidden - l) * WIDTH + out_width);
-  } else {
-    for (; l <= s.n_hidden; ++l) {
-      const int n_out = l == s.n_hidden ? out_width : WIDTH;
+  }
+  for (; l <= s.n_hidden; ++l) {
+    const int n_out = l == s.n_hidden ? out_width : WIDTH;
+    if (aligned)
       stage_full_rows<WIDTH>(dst, src, n_out);
-      dst += layer_bytes(n_out, WIDTH);
-      src += n_out * WIDTH;
-    }
+    else
+      stage_layer_any(dst, src, n_out, WIDTH, false);
+    dst += layer_bytes(n_out, WIDTH);
+    src += n_out * WIDTH;
   }
 }
 
@@ -174,12 +173,12 @@ struct RowWalk {
   int g0, g_step, g_wrap;  // elements: start, step, extra on a wrap
   int s0, s_step, s_wrap;  // stage bytes: the same
   bool regular;
-  // first_row: lane / n_chunks (lane_row below).
-  __device__ __forceinline__ RowWalk(int lane, int first_row, int n_chunks, int ld, int pitch) {
+  // first_row: lane / n_chunks (lane_row below); rows_per_step: kWarpSize / n_chunks.
+  __device__ __forceinline__ RowWalk(int lane, int first_row, int n_chunks, int rows_per_step, int ld, int pitch) {
     chunks = n_chunks;
     r0 = first_row;
     c0 = lane - r0 * n_chunks;
-    dr = kWarpSize / n_chunks;
+    dr = rows_per_step;
     dc = kWarpSize - dr * n_chunks;
     regular = dc == 0;
     g0 = r0 * ld + c0 * 8;
@@ -194,40 +193,35 @@ struct RowWalk {
 // lane / chunks without a division: by the reciprocal, exact as lane < 32 and chunks <= 32.
 __device__ __forceinline__ int lane_row(int lane, float per_chunk) { return static_cast<int>((lane + 0.5f) * per_chunk); }
 
-// A warp's 16 rows starting at `in` into its stage; rows from `rows` on are past the batch:
-// zero-filled (their copies read nothing; `any` is a valid address).
-__device__ __forceinline__ void load_rows(uint32_t stage, const uint16_t* in, const RowWalk& w, int rows,
-                                          const uint16_t* any) {
-  const uint16_t* g = in + w.g0;
+// Calls f(r, g, sa) for each of this lane's chunks in rows r < end: g its global address from
+// `rows0` (the warp's first row), sa its stage address.
+template <typename P, typename F>
+__device__ __forceinline__ void walk_rows(uint32_t stage, P* rows0, const RowWalk& w, int end, F&& f) {
+  P* g = rows0 + w.g0;
   uint32_t sa = stage + w.s0;
   if (w.regular) {
-    for (int r = w.r0; r < kWarpRows; r += w.dr, g += w.g_step, sa += w.s_step) {
-      const bool valid = r < rows;
-      px::cp_async_16(sa, valid ? g : any, valid ? 16u : 0u);
-    }
+    for (int r = w.r0; r < end; r += w.dr, g += w.g_step, sa += w.s_step) f(r, g, sa);
     return;
   }
-  for (int r = w.r0, c = w.c0; r < kWarpRows;) {
-    const bool valid = r < rows;
-    px::cp_async_16(sa, valid ? g : any, valid ? 16u : 0u);
+  for (int r = w.r0, c = w.c0; r < end;) {
+    f(r, g, sa);
     r += w.dr, c += w.dc, g += w.g_step, sa += w.s_step;
     if (c >= w.chunks) c -= w.chunks, ++r, g += w.g_wrap, sa += w.s_wrap;
   }
 }
+
+// A warp's 16 rows starting at `in` into its stage; rows from `rows` on are past the batch:
+// zero-filled (their copies read nothing; `any` is a valid address).
+__device__ __forceinline__ void load_rows(uint32_t stage, const uint16_t* in, const RowWalk& w, int rows,
+                                          const uint16_t* any) {
+  walk_rows(stage, in, w, kWarpRows, [&](int r, const uint16_t* g, uint32_t sa) {
+    const bool valid = r < rows;
+    px::cp_async_16(sa, valid ? g : any, valid ? 16u : 0u);
+  });
+}
 // The first `rows` of a warp's 16 stage rows out to `out`.
 __device__ __forceinline__ void store_rows(uint32_t stage, uint16_t* out, const RowWalk& w, int rows) {
-  uint16_t* g = out + w.g0;
-  uint32_t sa = stage + w.s0;
-  if (w.regular) {
-    for (int r = w.r0; r < rows; r += w.dr, g += w.g_step, sa += w.s_step)
-      px::st_global_streaming_16(g, px::ld_shared_16(sa));
-    return;
-  }
-  for (int r = w.r0, c = w.c0; r < rows;) {
-    px::st_global_streaming_16(g, px::ld_shared_16(sa));
-    r += w.dr, c += w.dc, g += w.g_step, sa += w.s_step;
-    if (c >= w.chunks) c -= w.chunks, ++r, g += w.g_wrap, sa += w.s_wrap;
-  }
+  walk_rows(stage, out, w, rows, [](int, uint16_t* g, uint32_t sa) { px::st_global_streaming_16(g, px::ld_shared_16(sa)); });
 }
 
 // Rows of the warp's tile at row0 that are inside the batch (0 .. 16).
@@ -334,7 +328,8 @@ __device__ __forceinline__ void inference_body(const KernelShape& s, const Forwa
   const uint16_t* in = static_cast<const uint16_t*>(args.input);
   uint16_t* out = static_cast<uint16_t*>(args.output);
   // A lane's first row, lane / chunks: a shift in the square kernel, else by the reciprocal.
-  const RowWalk in_walk(lane, SQUARE ? lane / in_chunks : lane_row(lane, p.in_per_chunk), in_chunks, p.ld_in, pitch);
+  const RowWalk in_walk(lane, SQUARE ? lane / in_chunks : lane_row(lane, p.in_per_chunk), in_chunks,
+                        SQUARE ? kWarpSize / in_chunks : p.in_rows_per_step, p.ld_in, pitch);
   auto warp_row0 = [&](int64_t tile) { return tile * kGroupRows + warp_in_group * kWarpRows; };
   auto load_tile = [&](uint32_t stage, int64_t tile) {
     const int64_t row0 = warp_row0(tile);
@@ -354,8 +349,8 @@ __device__ __forceinline__ void inference_body(const KernelShape& s, const Forwa
     if (tile < n_tiles) load_tile(stages + st * stage_bytes, tile);
     px::cp_async_commit();
   }
-  const RowWalk out_walk(lane, SQUARE ? lane / out_chunks : lane_row(lane, p.out_per_chunk), out_chunks, p.ld_out,
-                         pitch);
+  const RowWalk out_walk(lane, SQUARE ? lane / out_chunks : lane_row(lane, p.out_per_chunk), out_chunks,
+                         SQUARE ? kWarpSize / out_chunks : p.out_rows_per_step, p.ld_out, pitch);
   px::cp_async_wait<STAGES - 1>();
   fence_proxy_async();
   __syncthreads();
