@@ -18,6 +18,7 @@
 #include "tinyfuse/factory.h"
 #include "tinyfuse/random.h"
 
+#include "copy_reference.h"
 #include "launch_floor.h"
 
 namespace tinyfuse::bench {
@@ -197,6 +198,14 @@ struct GpuBench::Impl {
     });
     r.seconds = t.gpu;
     r.host_seconds = t.host;
+
+    const size_t out_row = net->padded_output_width() * dtype_size(net->output_dtype());
+    if (out_row == in_row) {
+      const size_t bytes = static_cast<size_t>(c.batch) * in_row;
+      r.copy_seconds = time_with_events(plan, stream, [&](int i) {
+        check(queue_copy_kernel(in.views[static_cast<size_t>(i % buffers)].data, out.data, bytes, stream), "copy reference");
+      }).gpu;
+    }
   }
 
   void run_training(const MlpCase& c, const TimingPlan& plan, uint64_t seed, CaseResult& r) {

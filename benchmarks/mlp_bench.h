@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -70,6 +71,9 @@ struct CaseResult {
   bool loss_finite = true;     // training: last_loss is finite
   Stats seconds;               // per call
   Stats host_seconds;          // GPU runs: host time spent queuing each call (inside the timed span)
+  // GPU inference with as many input as output bytes: a kernel that only copies the input to the
+  // output, timed the same way right after the network (copy_reference.h).
+  std::optional<Stats> copy_seconds;
   double last_loss = 0;        // training only: the loss of the last step
   bool ok = false;
   std::string error;           // when !ok

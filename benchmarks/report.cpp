@@ -2,6 +2,7 @@
 
 #include "core/atomic_file.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -105,6 +106,9 @@ void print_gpu_header(std::ostream& os, const Report& r) {
     os << "  floor    an empty kernel timed the same way: " << fixed(r.launch_floor->median * 1e6, 1) << " us per run ("
        << (r.launch_floor_host ? fixed(r.launch_floor_host->median * 1e6, 1) : std::string("?"))
        << " us on the host queuing it; medians); us/call (host) = median time per call and, in brackets, the host's time queuing it\n";
+  if (std::any_of(r.results.begin(), r.results.end(), [](const CaseResult& c) { return c.copy_seconds.has_value(); }))
+    os << "  copy     a kernel that only copies each inference call's input to its output (the same bytes), timed the same way"
+          " right after it: the best any network could do here, launch included\n";
   os << "  inputs   PCG32 uniform [-1, 1), rotated over >= " << kRotationMinBuffers << " buffers and > "
      << (kRotationMinBytes >> 20) << " MiB per case; training: FP32 targets, L2 loss, Adam, loss read once after the runs\n";
   if (r.ceilings) {
@@ -132,6 +136,11 @@ void print_gpu_table(std::ostream& os, const Report& r, std::vector<std::string>
   std::vector<std::string> head = {"network", "prec", "width", "mode", "batch", "samples/s", "(min - max)", "us/call (host)",
                                    "TFLOP/s"};
   std::vector<bool> right = {false, false, true, false, true, true, true, true, true};
+  const bool copies = std::any_of(r.results.begin(), r.results.end(), [](const CaseResult& c) { return c.copy_seconds.has_value(); });
+  if (copies) {
+    head.insert(head.end(), {"copy samples/s", "% of copy"});
+    right.insert(right.end(), {true, true});
+  }
   if (r.ceilings) {
     head.insert(head.end(), {"% mem", "% compute", "binds"});
     right.insert(right.end(), {true, true, false});
@@ -156,6 +165,14 @@ void print_gpu_table(std::ostream& os, const Report& r, std::vector<std::string>
       row.insert(row.end(), {"failed", "-", "-", "-"});
       errors.push_back("error: " + c.network + " width " + std::to_string(c.width) + " " + to_string(c.mode) +
                        " batch " + batch_label(c.batch) + ": " + c.error);
+    }
+    if (copies) {
+      if (c.ok && c.copy_seconds) {
+        const double copy_rate = static_cast<double>(c.batch) / c.copy_seconds->median;
+        row.insert(row.end(), {si(copy_rate), percent(100.0 * c.samples_per_second() / copy_rate)});
+      } else {
+        row.insert(row.end(), {"-", "-"});
+      }
     }
     if (r.ceilings) {
       if (const auto h = hardware_limit(c, *r.ceilings))
@@ -422,6 +439,10 @@ ojson to_json(const Report& r) {
       if (c.mode == Mode::Training) rj["last_loss"] = c.loss_finite ? ojson(c.last_loss) : ojson(nullptr);
       if (gpu) {
         rj["host_seconds"] = stats_json(c.host_seconds);
+        if (c.copy_seconds)
+          rj["copy_reference"] = {{"seconds", stats_json(*c.copy_seconds)},
+                                  {"samples_per_second", static_cast<double>(c.batch) / c.copy_seconds->median},
+                                  {"network_fraction_of_copy", c.copy_seconds->median / c.seconds.median}};
         rj["input_buffers"] = c.input_buffers;
         rj["input_bytes"] = c.input_bytes;
         if (c.mode == Mode::Training) rj["loss_finite"] = c.loss_finite;

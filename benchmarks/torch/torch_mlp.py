@@ -10,7 +10,8 @@ of many runs, inputs rotated among several buffers so the L2 cache does not hold
 Ceilings measured in the same run: device copy bandwidth (bytes read + written) and the matmul
 rates of FP16 and FP32 (8192^3).
 
-Usage: torch_mlp.py [--widths 64,128] [--batches 14,...,22] [--out FILE.json] [--quick]
+Usage: torch_mlp.py [--widths 64,128] [--batches 14,...,22] [--modes inference,training]
+                   [--precisions fp32,fp16] [--queue-runs] [--out FILE.json] [--quick]
 """
 import argparse
 import datetime
@@ -23,19 +24,26 @@ import tempfile
 import torch
 
 
-def event_time(fn, warmup, repeats):
-    """Median, min and max seconds of fn() over `repeats` runs after `warmup` runs."""
+def event_time(fn, warmup, repeats, queue_runs=False):
+    """Median, min and max seconds of fn() over `repeats` runs after `warmup` runs, each run between
+    its own pair of events. The host waits for each run before queuing the next (as tinyfuse-bench
+    does by default), or with queue_runs queues them back to back (tinyfuse-bench --queue-runs)."""
     for _ in range(warmup):
         fn()
+        if not queue_runs:
+            torch.cuda.synchronize()
     torch.cuda.synchronize()
-    times = []
+    events = []
     for _ in range(repeats):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         fn()
         end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / 1e3)
+        if not queue_runs:
+            end.synchronize()
+        events.append((start, end))
+    torch.cuda.synchronize()
+    times = [start.elapsed_time(end) / 1e3 for start, end in events]
     return statistics.median(times), min(times), max(times)
 
 
@@ -61,7 +69,7 @@ def make_mlp(width, dtype):
     return torch.nn.Sequential(*layers).cuda().to(dtype)
 
 
-def bench_case(width, batch, precision, mode, variant, warmup, repeats, n_inputs=4):
+def bench_case(width, batch, precision, mode, variant, warmup, repeats, queue_runs=False, n_inputs=4):
     torch.manual_seed(0)
     io_dtype = torch.float16 if precision == "fp16" else torch.float32
     model = make_mlp(width, torch.float16 if (precision == "fp16" and mode == "inference") else torch.float32)
@@ -113,7 +121,7 @@ def bench_case(width, batch, precision, mode, variant, warmup, repeats, n_inputs
         def run():
             f(xs[i[0] % n_inputs], ys[i[0] % n_inputs])
             i[0] += 1
-    med, lo, hi = event_time(run, warmup, repeats)
+    med, lo, hi = event_time(run, warmup, repeats, queue_runs)
     return {"median_s": med, "min_s": lo, "max_s": hi, "samples_per_s": batch / med}
 
 
@@ -125,7 +133,15 @@ def main():
     p.add_argument("--quick", action="store_true")
     p.add_argument("--no-compile", action="store_true")
     p.add_argument("--no-graph", action="store_true", help="skip the CUDA-graph inference variant")
+    p.add_argument("--modes", default="inference,training")
+    p.add_argument("--precisions", default="fp32,fp16")
+    p.add_argument("--queue-runs", action="store_true",
+                   help="queue the timed runs back to back instead of waiting for each one")
     a = p.parse_args()
+    for flag, given, known in (("--modes", a.modes, ("inference", "training")), ("--precisions", a.precisions, ("fp32", "fp16"))):
+        unknown = [x for x in given.split(",") if x not in known]
+        if unknown:
+            p.error(f"{flag}: unknown {', '.join(unknown)} (known: {', '.join(known)})")
     torch.backends.cuda.matmul.allow_tf32 = False  # FP32 means FP32
     torch.backends.cudnn.allow_tf32 = False
     warmup, repeats = (3, 10) if a.quick else (10, 50)
@@ -135,19 +151,20 @@ def main():
           f"{ceil['matmul_flops_per_s']['fp16'] / 1e12:.0f} TFLOP/s, fp32 {ceil['matmul_flops_per_s']['fp32'] / 1e12:.1f}",
           file=sys.stderr)
     doc = {"tool": "torch_mlp.py", "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+           "timing": "runs queued back to back" if a.queue_runs else "host waits for each run",
            "torch": torch.__version__, "device": torch.cuda.get_device_name(), "ceilings": ceil, "results": results}
     variants = ["eager"] + ([] if a.no_compile else ["compile"]) + ([] if a.no_graph else ["graph"])
     for width in [int(w) for w in a.widths.split(",")]:
         for lb in [int(b) for b in a.batches.split(",")]:
-            for mode in ("inference", "training"):
-                for precision in ("fp32", "fp16"):
+            for mode in [m for m in ("inference", "training") if m in a.modes.split(",")]:
+                for precision in [q for q in ("fp32", "fp16") if q in a.precisions.split(",")]:
                     for variant in variants:
                         if variant == "graph" and mode == "training":
                             continue  # graphs of a whole Adam step need capturable optimizers: not measured
                         name = f"torch {variant} {precision} {mode} width {width} batch 2^{lb}"
                         print(name, file=sys.stderr, flush=True)
                         try:
-                            r = bench_case(width, 1 << lb, precision, mode, variant, warmup, repeats)
+                            r = bench_case(width, 1 << lb, precision, mode, variant, warmup, repeats, a.queue_runs)
                         except Exception as e:  # noqa: BLE001 - report and go on
                             r = {"error": str(e)[:300]}
                         r.update({"framework": "torch", "variant": variant,

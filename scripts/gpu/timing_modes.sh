@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Runs on the device: the same calls timed both ways, on both sides, in one device call. 64 -> 64
+# x 2 -> 64 FP16 inference at 2^14 ... 2^22: tinyfuse-bench (FullyFusedMLP, Width64FusedMLP, each
+# row with its copy reference: a kernel that only moves the same bytes) and torch_mlp.py (eager,
+# CUDA graph, torch.compile), once with the host waiting for each run and once with the runs
+# queued back to back. Which of the two reproduces PERF_GOALS' PyTorch anchors says how the
+# anchors were timed. FILTER runs GPU tests first.
+# Usage (repository root, after scripts/gpu/prepare_carry.sh; carry .devpack):
+#   FILTER='*FusedWgmma*' bash scripts/gpu/timing_modes.sh; bash scripts/gpu/pack_out.sh
+set -u
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+mkdir -p .devcarry && tar -C .devcarry -xJf .devpack/devcarry.tar.xz
+export LD_LIBRARY_PATH=$PWD/.devcarry/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export TINYFUSE_BUILD_COMMIT="$(tr '\n' ' ' < .devcarry/commit)"
+B=.devcarry/bin
+{ nvidia-smi -L; cat .devcarry/commit; date -u +%FT%TZ; python3 -c 'import torch; print("torch", torch.__version__)'; } > $OUT/card.txt
+cat $OUT/card.txt
+if [ -n "${FILTER:-}" ]; then
+  t0=$SECONDS
+  timeout 240 $B/tinyfuse_gpu_tests --gtest_brief=1 --gtest_filter="$FILTER" > $OUT/tests.log 2>&1
+  echo "== tests exit $? in $((SECONDS - t0)) s"; grep -E "^\[  (FAILED|SKIPPED) |tests? ran|PASSED" $OUT/tests.log | tail -8
+fi
+BENCH="$B/tinyfuse-bench --device cuda --networks FullyFusedMLP,Width64FusedMLP --widths 64 --modes inference --skip-encodings --repeats ${REPEATS:-100}"
+TORCH="python3 benchmarks/torch/torch_mlp.py --widths 64 --modes inference --precisions fp16"
+for mode in sync queued; do
+  flag=; [ $mode = queued ] && flag=--queue-runs
+  timeout 150 $BENCH $flag --out $OUT/bench-$mode.json > $OUT/bench-$mode.log 2> $OUT/bench-$mode.err
+  echo "== tinyfuse-bench $mode exit $?"; grep -E "^\[floor\]" $OUT/bench-$mode.err; grep -E "^(FullyFused|Width64)" $OUT/bench-$mode.log
+  PYTHONUNBUFFERED=1 timeout ${TORCH_TIMEOUT:-200} $TORCH $flag --out $OUT/torch-$mode.json > $OUT/torch-$mode.log 2>&1
+  echo "== torch $mode exit $?"
+  python3 - "$OUT/torch-$mode.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+for r in d["results"]:
+    if "median_s" in r:
+        print(f'{r["variant"]:8s} 2^{r["batch"].bit_length() - 1:<3d} {r["median_s"] * 1e6:9.1f} us  {r["samples_per_s"] / 1e9:7.3f} G/s')
+    else:
+        print(r["variant"], r["batch"], r.get("error"))
+PY
+done
