@@ -202,8 +202,12 @@ struct GpuBench::Impl {
     const size_t out_row = net->padded_output_width() * dtype_size(net->output_dtype());
     if (out_row == in_row) {
       const size_t bytes = static_cast<size_t>(c.batch) * in_row;
+      // Its runs go on through the rotation where the network's stopped: a buffer the network
+      // read lately may still be in the L2.
+      const int after = plan.warmup + plan.repeats;
       r.copy_seconds = time_with_events(plan, stream, [&](int i) {
-        check(queue_copy_kernel(in.views[static_cast<size_t>(i % buffers)].data, out.data, bytes, stream), "copy reference");
+        check(queue_copy_kernel(in.views[static_cast<size_t>((after + i) % buffers)].data, out.data, bytes, stream),
+              "copy reference");
       }).gpu;
     }
   }
