@@ -52,6 +52,7 @@ bool launch_kernel(const FusedShape& shape, const ForwardArgs& args, gpuStream_t
   p.in_per_chunk = 1.0f / static_cast<float>(p.in_chunks);
   p.out_per_chunk = 1.0f / static_cast<float>(p.out_chunks);
   p.n_tiles = (args.batch + wgmma::kGroupRows - 1) / wgmma::kGroupRows;
+  p.full_tiles = args.batch / wgmma::kGroupRows;
   const size_t weights = 1024 + static_cast<size_t>(p.weights_bytes);  // + alignment slack
   const auto kernel = wgmma::inference_kernel<T, WIDTH, kStages, HIDDEN, OUT, SQUARE>;
   for (int groups = preferred_groups(WIDTH); groups >= 1; --groups) {

@@ -84,6 +84,7 @@ struct Plan {
   int in_rows_per_step, out_rows_per_step;  // 32 / those: whole rows a warp's 32 lanes cover
   float in_per_chunk, out_per_chunk;  // 1 / the chunks: a lane's first row is lane / chunks
   int64_t n_tiles;
+  int64_t full_tiles;  // tiles whose 64 rows are all inside the batch: batch / 64
 };
 
 // One layer's weights into the swizzled layout at `dst`, by the whole block, any input width:
@@ -224,6 +225,36 @@ __device__ __forceinline__ void store_rows(uint32_t stage, uint16_t* out, const 
   walk_rows(stage, out, w, rows, [](int, uint16_t* g, uint32_t sa) { px::st_global_streaming_16(g, px::ld_shared_16(sa)); });
 }
 
+// A warp's 16 rows when all are inside the batch: no bounds and, in the square kernel (SQUARE:
+// the walk is regular with kWarpSize / chunks rows per step, a constant), a fixed number of steps.
+template <bool SQUARE, int CHUNKS>
+__device__ __forceinline__ void load_full_rows(uint32_t stage, const uint16_t* rows0, const RowWalk& w) {
+  if constexpr (SQUARE) {
+    constexpr int kSteps = kWarpRows / (kWarpSize / CHUNKS);
+    const uint16_t* g = rows0 + w.g0;
+    const uint32_t sa = stage + w.s0;
+#pragma unroll
+    for (int k = 0; k < kSteps; ++k) px::cp_async_16(sa + k * w.s_step, g + k * w.g_step, 16u);
+  } else {
+    walk_rows(stage, rows0, w, kWarpRows, [](int, const uint16_t* g, uint32_t sa) { px::cp_async_16(sa, g, 16u); });
+  }
+}
+template <bool SQUARE, int CHUNKS>
+__device__ __forceinline__ void store_full_rows(uint32_t stage, uint16_t* rows0, const RowWalk& w) {
+  if constexpr (SQUARE) {
+    constexpr int kSteps = kWarpRows / (kWarpSize / CHUNKS);
+    uint16_t* g = rows0 + w.g0;
+    const uint32_t sa = stage + w.s0;
+    uint4 v[kSteps];  // every read first, so the stores do not wait on them one by one
+#pragma unroll
+    for (int k = 0; k < kSteps; ++k) v[k] = px::ld_shared_16(sa + k * w.s_step);
+#pragma unroll
+    for (int k = 0; k < kSteps; ++k) px::st_global_streaming_16(g + k * w.g_step, v[k]);
+  } else {
+    store_rows(stage, rows0, w, kWarpRows);
+  }
+}
+
 // Rows of the warp's tile at row0 that are inside the batch (0 .. 16).
 __device__ __forceinline__ int rows_inside(int64_t row0, int64_t batch) {
   const int64_t left = batch - row0;
@@ -331,9 +362,13 @@ __device__ __forceinline__ void inference_body(const KernelShape& s, const Forwa
   const RowWalk in_walk(lane, SQUARE ? lane / in_chunks : lane_row(lane, p.in_per_chunk), in_chunks,
                         SQUARE ? kWarpSize / in_chunks : p.in_rows_per_step, p.ld_in, pitch);
   auto warp_row0 = [&](int64_t tile) { return tile * kGroupRows + warp_in_group * kWarpRows; };
+  // Full tiles (all but the batch's last, partial one) copy without bounds.
   auto load_tile = [&](uint32_t stage, int64_t tile) {
     const int64_t row0 = warp_row0(tile);
-    load_rows(stage, in + row0 * p.ld_in, in_walk, rows_inside(row0, batch), in);
+    if (tile < p.full_tiles)
+      load_full_rows<SQUARE, WIDTH / 8>(stage, in + row0 * p.ld_in, in_walk);
+    else
+      load_rows(stage, in + row0 * p.ld_in, in_walk, rows_inside(row0, batch), in);
   };
 
   // One commit group per tile, the weights in the first tile's: the first tile starts when its
@@ -374,7 +409,10 @@ __device__ __forceinline__ void inference_body(const KernelShape& s, const Forwa
     __syncwarp();  // every lane's reads of the input in this stage are done before it is overwritten
     output_layer<T, WIDTH, OUT>(a, d, w, out_width, stage, pitch, s.out_act, lane);
     __syncwarp();
-    store_rows(stage, out + row0 * p.ld_out, out_walk, rows_inside(row0, batch));
+    if (tile < p.full_tiles)
+      store_full_rows<SQUARE, WIDTH / 8>(stage, out + row0 * p.ld_out, out_walk);
+    else
+      store_rows(stage, out + row0 * p.ld_out, out_walk, rows_inside(row0, batch));
     __syncwarp();  // the stage is read out before the next copy into it
 
     const int64_t next = tile + STAGES * step;
