@@ -20,8 +20,8 @@
 // bit for bit (measured on the H200 and required by test_fused_wgmma.cpp).
 // Small batches wait for the instructions before and around the first tile (a block has one or
 // two tiles per warpgroup at 2^14 - 2^16 rows), so the host works out every launch constant
-// (Plan), copies walk by precomputed steps, and the square ReLU network gets its own instance
-// with its widths built in (SQUARE).
+// (Plan), copies walk by precomputed steps (without bounds for every tile but the batch's last),
+// and the square ReLU network gets its own instance with its widths built in (SQUARE).
 #pragma once
 
 #include <cstdint>
