@@ -8,18 +8,9 @@
 # Usage (repository root, after scripts/gpu/prepare_carry.sh; carry .devpack):
 #   FILTER='*FusedWgmma*' GROUP_SWEEP='1 3' bash scripts/gpu/latency.sh; bash scripts/gpu/pack_out.sh
 set -u
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-mkdir -p .devcarry && tar -C .devcarry -xJf .devpack/devcarry.tar.xz
-export LD_LIBRARY_PATH=$PWD/.devcarry/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-export TINYFUSE_BUILD_COMMIT="$(tr '\n' ' ' < .devcarry/commit)"
-B=.devcarry/bin
-{ nvidia-smi -L; cat .devcarry/commit; date -u +%FT%TZ; } > $OUT/card.txt; cat $OUT/card.txt
-if [ -n "${FILTER:-}" ]; then
-  t0=$SECONDS
-  timeout 240 $B/tinyfuse_gpu_tests --gtest_brief=1 --gtest_filter="$FILTER" > $OUT/tests.log 2>&1
-  echo "== tests exit $? in $((SECONDS - t0)) s"; grep -E "^\[  (FAILED|SKIPPED) |tests? ran|PASSED" $OUT/tests.log | tail -8
-fi
+source "$(dirname "$0")/device_env.sh"
+write_card
+[ -n "${FILTER:-}" ] && run_gpu_tests "$FILTER" 240
 BENCH="$B/tinyfuse-bench --device cuda --networks ${NETS:-FullyFusedMLP} --widths ${WIDTHS:-64} --modes inference --skip-encodings --repeats 100"
 rows() { grep -E "^\[floor\]" "$1.err"; grep -E "^(FullyFused|Width64)" "$1.log"; }
 timeout 120 $BENCH --out $OUT/sync.json > $OUT/sync.log 2> $OUT/sync.err; echo "== sync exit $?"; rows $OUT/sync

@@ -9,16 +9,9 @@
 # The device tool brings back at most 8 files: scripts/gpu/pack_out.sh folds $OUT into one archive
 # (run it last, after any extra commands of the same call).
 set -u
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-mkdir -p .devcarry && tar -C .devcarry -xJf .devpack/devcarry.tar.xz
-export LD_LIBRARY_PATH=$PWD/.devcarry/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-export TINYFUSE_BUILD_COMMIT="$(tr '\n' ' ' < .devcarry/commit)"
-B=.devcarry/bin
-{ nvidia-smi -L; cat .devcarry/commit; date -u +%FT%TZ; } > $OUT/card.txt; cat $OUT/card.txt
-t0=$SECONDS
-timeout 300 $B/tinyfuse_gpu_tests --gtest_brief=1 --gtest_filter="${FILTER:-*Loss*:*FullyFused*:*FusedStreamForward*:*FusedWgmma*:*TrainingTrajectory*:*Qualification*:*Trainer*}" > $OUT/tests.log 2>&1
-echo "== tests exit $? in $((SECONDS - t0)) s"; grep -E "^\[  (FAILED|SKIPPED) |tests? ran|PASSED" $OUT/tests.log | tail -20
+source "$(dirname "$0")/device_env.sh"
+write_card
+run_gpu_tests "${FILTER:-*Loss*:*FullyFused*:*FusedStreamForward*:*FusedWgmma*:*TrainingTrajectory*:*Qualification*:*Trainer*}" 300 20
 if [ -n "${SAN:-}" ]; then
   for tool in memcheck racecheck; do
     t0=$SECONDS

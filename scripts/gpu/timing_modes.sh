@@ -8,19 +8,9 @@
 # Usage (repository root, after scripts/gpu/prepare_carry.sh; carry .devpack):
 #   FILTER='*FusedWgmma*' bash scripts/gpu/timing_modes.sh; bash scripts/gpu/pack_out.sh
 set -u
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-mkdir -p .devcarry && tar -C .devcarry -xJf .devpack/devcarry.tar.xz
-export LD_LIBRARY_PATH=$PWD/.devcarry/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-export TINYFUSE_BUILD_COMMIT="$(tr '\n' ' ' < .devcarry/commit)"
-B=.devcarry/bin
-{ nvidia-smi -L; cat .devcarry/commit; date -u +%FT%TZ; python3 -c 'import torch; print("torch", torch.__version__)'; } > $OUT/card.txt
-cat $OUT/card.txt
-if [ -n "${FILTER:-}" ]; then
-  t0=$SECONDS
-  timeout 240 $B/tinyfuse_gpu_tests --gtest_brief=1 --gtest_filter="$FILTER" > $OUT/tests.log 2>&1
-  echo "== tests exit $? in $((SECONDS - t0)) s"; grep -E "^\[  (FAILED|SKIPPED) |tests? ran|PASSED" $OUT/tests.log | tail -8
-fi
+source "$(dirname "$0")/device_env.sh"
+write_card python3 -c 'import torch; print("torch", torch.__version__)'
+[ -n "${FILTER:-}" ] && run_gpu_tests "$FILTER" 240
 BENCH="$B/tinyfuse-bench --device cuda --networks FullyFusedMLP,Width64FusedMLP --widths 64 --modes inference --skip-encodings --repeats ${REPEATS:-100}"
 TORCH="python3 benchmarks/torch/torch_mlp.py --widths 64 --modes inference --precisions fp16"
 for mode in sync queued; do
