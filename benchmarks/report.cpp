@@ -88,6 +88,13 @@ namespace {
 
 bool is_gpu(const Report& r) { return r.device != "cpu"; }
 
+// Whether any row carries the copy reference (gpu_bench.cpp: inference rows with as many input as
+// output bytes), and that copy's samples/s.
+bool has_copy_reference(const Report& r) {
+  return std::any_of(r.results.begin(), r.results.end(), [](const CaseResult& c) { return c.copy_seconds.has_value(); });
+}
+double copy_samples_per_second(const CaseResult& c) { return static_cast<double>(c.batch) / c.copy_seconds->median; }
+
 std::string percent(double v) { return fixed(v, v < 10 ? 1 : 0) + " %"; }
 std::string ratio(double v) { return fixed(v, 2) + "x"; }
 
@@ -106,7 +113,7 @@ void print_gpu_header(std::ostream& os, const Report& r) {
     os << "  floor    an empty kernel timed the same way: " << fixed(r.launch_floor->median * 1e6, 1) << " us per run ("
        << (r.launch_floor_host ? fixed(r.launch_floor_host->median * 1e6, 1) : std::string("?"))
        << " us on the host queuing it; medians); us/call (host) = median time per call and, in brackets, the host's time queuing it\n";
-  if (std::any_of(r.results.begin(), r.results.end(), [](const CaseResult& c) { return c.copy_seconds.has_value(); }))
+  if (has_copy_reference(r))
     os << "  copy     a kernel that only copies each inference call's input to its output (the same bytes), timed the same way"
           " right after it: the best any network could do here, launch included\n";
   os << "  inputs   PCG32 uniform [-1, 1), rotated over >= " << kRotationMinBuffers << " buffers and > "
@@ -136,7 +143,7 @@ void print_gpu_table(std::ostream& os, const Report& r, std::vector<std::string>
   std::vector<std::string> head = {"network", "prec", "width", "mode", "batch", "samples/s", "(min - max)", "us/call (host)",
                                    "TFLOP/s"};
   std::vector<bool> right = {false, false, true, false, true, true, true, true, true};
-  const bool copies = std::any_of(r.results.begin(), r.results.end(), [](const CaseResult& c) { return c.copy_seconds.has_value(); });
+  const bool copies = has_copy_reference(r);
   if (copies) {
     head.insert(head.end(), {"copy samples/s", "% of copy"});
     right.insert(right.end(), {true, true});
@@ -168,7 +175,7 @@ void print_gpu_table(std::ostream& os, const Report& r, std::vector<std::string>
     }
     if (copies) {
       if (c.ok && c.copy_seconds) {
-        const double copy_rate = static_cast<double>(c.batch) / c.copy_seconds->median;
+        const double copy_rate = copy_samples_per_second(c);
         row.insert(row.end(), {si(copy_rate), percent(100.0 * c.samples_per_second() / copy_rate)});
       } else {
         row.insert(row.end(), {"-", "-"});
@@ -441,7 +448,7 @@ ojson to_json(const Report& r) {
         rj["host_seconds"] = stats_json(c.host_seconds);
         if (c.copy_seconds)
           rj["copy_reference"] = {{"seconds", stats_json(*c.copy_seconds)},
-                                  {"samples_per_second", static_cast<double>(c.batch) / c.copy_seconds->median},
+                                  {"samples_per_second", copy_samples_per_second(c)},
                                   {"network_fraction_of_copy", c.copy_seconds->median / c.seconds.median}};
         rj["input_buffers"] = c.input_buffers;
         rj["input_bytes"] = c.input_bytes;
