@@ -6,7 +6,6 @@
 #include "cuda/fused/stream_launch.h"
 
 #if defined(TINYFUSE_WGMMA_SM90A)
-#include <algorithm>
 #include <cstdlib>
 #include <cstdint>
 
@@ -39,24 +38,10 @@ constexpr int kStages = 2;
 template <typename T, int WIDTH, Epilogue HIDDEN, Epilogue OUT, bool SQUARE>
 bool launch_kernel(const FusedShape& shape, const ForwardArgs& args, gpuStream_t stream) {
   const KernelShape ks = kernel_shape(shape, true);
-  wgmma::Plan p;
-  p.pitch = (std::max(shape.in_width, shape.out_width) + kSmemPad) * static_cast<int>(sizeof(T));
-  p.weights_bytes = wgmma::all_layers_bytes(WIDTH, ks);
-  p.first_layer_bytes = wgmma::layer_bytes(layer_out(WIDTH, ks, 0), shape.in_width);
-  p.ld_in = static_cast<int>(args.ld_in);
-  p.ld_out = static_cast<int>(args.ld_out);
-  p.in_chunks = shape.in_width / 8;
-  p.out_chunks = shape.out_width / 8;
-  p.in_rows_per_step = kWarpSize / p.in_chunks;
-  p.out_rows_per_step = kWarpSize / p.out_chunks;
-  p.in_per_chunk = 1.0f / static_cast<float>(p.in_chunks);
-  p.out_per_chunk = 1.0f / static_cast<float>(p.out_chunks);
-  p.n_tiles = (args.batch + wgmma::kGroupRows - 1) / wgmma::kGroupRows;
-  p.full_tiles = args.batch / wgmma::kGroupRows;
-  const size_t weights = 1024 + static_cast<size_t>(p.weights_bytes);  // + alignment slack
+  const wgmma::Plan p = wgmma::make_plan(WIDTH, shape, args, static_cast<int>(sizeof(T)));
   const auto kernel = wgmma::inference_kernel<T, WIDTH, kStages, HIDDEN, OUT, SQUARE>;
   for (int groups = preferred_groups(WIDTH); groups >= 1; --groups) {
-    const size_t smem = weights + static_cast<size_t>(groups) * 4 * kStages * wgmma::kWarpRows * p.pitch;
+    const size_t smem = wgmma::launch_smem_bytes(p, groups, kStages);
     const int threads = groups * wgmma::kGroupThreads;
     const int64_t blocks = persistent_grid_blocks(reinterpret_cast<const void*>(kernel), threads, smem, p.n_tiles, groups);
     if (blocks < 1) continue;

@@ -87,6 +87,30 @@ struct Plan {
   int64_t full_tiles;  // tiles whose 64 rows are all inside the batch: batch / 64
 };
 
+// The plan of one call (host side).
+inline Plan make_plan(int width, const FusedShape& shape, const ForwardArgs& args, int elem_bytes) {
+  const KernelShape ks = kernel_shape(shape, true);
+  Plan p;
+  p.pitch = ((shape.in_width > shape.out_width ? shape.in_width : shape.out_width) + kSmemPad) * elem_bytes;
+  p.weights_bytes = all_layers_bytes(width, ks);
+  p.first_layer_bytes = layer_bytes(layer_out(width, ks, 0), shape.in_width);
+  p.ld_in = static_cast<int>(args.ld_in);
+  p.ld_out = static_cast<int>(args.ld_out);
+  p.in_chunks = shape.in_width / 8;
+  p.out_chunks = shape.out_width / 8;
+  p.in_rows_per_step = kWarpSize / p.in_chunks;
+  p.out_rows_per_step = kWarpSize / p.out_chunks;
+  p.in_per_chunk = 1.0f / static_cast<float>(p.in_chunks);
+  p.out_per_chunk = 1.0f / static_cast<float>(p.out_chunks);
+  p.n_tiles = (args.batch + kGroupRows - 1) / kGroupRows;
+  p.full_tiles = args.batch / kGroupRows;
+  return p;
+}
+// Shared bytes of a launch: the weights (+ 1024 alignment slack) and each warp's stages.
+inline size_t launch_smem_bytes(const Plan& p, int groups, int stages) {
+  return 1024 + static_cast<size_t>(p.weights_bytes) + static_cast<size_t>(groups) * 4 * stages * kWarpRows * p.pitch;
+}
+
 // One layer's weights into the swizzled layout at `dst`, by the whole block, any input width:
 // 16-byte cp.async when `aligned`, else element-wise; columns past the input width inside the
 // last 64-column block are zeros.
@@ -336,11 +360,27 @@ __device__ __forceinline__ void output_layer(const uint32_t (&x)[WIDTH / 16][4],
   }
 }
 
+// Timeline hooks: MARKS::at(k) runs at the kernel's milestones (k below). Production instances
+// take NoMarks, which compiles to nothing; the timeline probe (benchmarks/probes/) passes one that
+// records each warp's clocks, so it gets instances of its own.
+struct NoMarks {
+  __device__ __forceinline__ static void at(int) {}
+};
+enum Mark : int {
+  kMarkEntry = 0,      // the warp starts
+  kMarkIssued = 1,     // the first tiles' copies and the weights' are queued
+  kMarkStaged = 2,     // the weights and the first tile have landed, block synced
+  kMarkTile = 3,       // + 3 n: tile n's rows have landed; + 3 n + 1: its output is in the stage;
+  kMarkTiles = 3,      //   + 3 n + 2: its stores are issued (tiles n < kMarkTiles)
+  kMarkEnd = 3 + 3 * kMarkTiles,  // the warp's copies have all landed
+  kMarkCount = kMarkEnd + 1
+};
+
 // SQUARE: the input and output are WIDTH wide and the weights 16-byte aligned (the host checks),
 // so those widths, the stage pitch and the row walks are compile-time constants and the paths for
 // other widths are not in the kernel (less code to fetch, fewer instructions per call: what small
 // batches wait for).
-template <typename T, int WIDTH, int STAGES, Epilogue HIDDEN, Epilogue OUT, bool SQUARE>
+template <typename T, int WIDTH, int STAGES, Epilogue HIDDEN, Epilogue OUT, bool SQUARE, typename MARKS>
 __device__ __forceinline__ void inference_body(const KernelShape& s, const ForwardArgs& args, const Plan& p) {
   constexpr int KS = WIDTH / 16;
   constexpr int kHiddenBytes = layer_bytes(WIDTH, WIDTH);
@@ -358,6 +398,7 @@ __device__ __forceinline__ void inference_body(const KernelShape& s, const Forwa
   const int64_t batch = args.batch, n_tiles = p.n_tiles;
   const uint16_t* in = static_cast<const uint16_t*>(args.input);
   uint16_t* out = static_cast<uint16_t*>(args.output);
+  MARKS::at(kMarkEntry);
   // A lane's first row, lane / chunks: a shift in the square kernel, else by the reciprocal.
   const RowWalk in_walk(lane, SQUARE ? lane / in_chunks : lane_row(lane, p.in_per_chunk), in_chunks,
                         SQUARE ? kWarpSize / in_chunks : p.in_rows_per_step, p.ld_in, pitch);
@@ -386,16 +427,19 @@ __device__ __forceinline__ void inference_body(const KernelShape& s, const Forwa
   }
   const RowWalk out_walk(lane, SQUARE ? lane / out_chunks : lane_row(lane, p.out_per_chunk), out_chunks,
                          SQUARE ? kWarpSize / out_chunks : p.out_rows_per_step, p.ld_out, pitch);
+  MARKS::at(kMarkIssued);
   px::cp_async_wait<STAGES - 1>();
   fence_proxy_async();
   __syncthreads();
+  MARKS::at(kMarkStaged);
 
-  int st = 0;
-  for (int64_t tile = first; tile < n_tiles; tile += step) {
+  int st = 0, n = 0;
+  for (int64_t tile = first; tile < n_tiles; tile += step, ++n) {
     const uint32_t stage = stages + st * stage_bytes;
     const int64_t row0 = warp_row0(tile);
     px::cp_async_wait<STAGES - 1>();  // this tile's copies (this lane's) have landed
     __syncwarp();                      // ... and every lane's
+    if (n < kMarkTiles) MARKS::at(kMarkTile + 3 * n);
 
     float d[WIDTH / 2];
     uint32_t a[KS][4];
@@ -409,11 +453,13 @@ __device__ __forceinline__ void inference_body(const KernelShape& s, const Forwa
     __syncwarp();  // every lane's reads of the input in this stage are done before it is overwritten
     output_layer<T, WIDTH, OUT>(a, d, w, out_width, stage, pitch, s.out_act, lane);
     __syncwarp();
+    if (n < kMarkTiles) MARKS::at(kMarkTile + 3 * n + 1);
     if (tile < p.full_tiles)
       store_full_rows<SQUARE, WIDTH / 8>(stage, out + row0 * p.ld_out, out_walk);
     else
       store_rows(stage, out + row0 * p.ld_out, out_walk, rows_inside(row0, batch));
     __syncwarp();  // the stage is read out before the next copy into it
+    if (n < kMarkTiles) MARKS::at(kMarkTile + 3 * n + 2);
 
     const int64_t next = tile + STAGES * step;
     if (next < n_tiles) load_tile(stage, next);
@@ -421,16 +467,17 @@ __device__ __forceinline__ void inference_body(const KernelShape& s, const Forwa
     st = st + 1 == STAGES ? 0 : st + 1;
   }
   px::cp_async_wait<0>();
+  MARKS::at(kMarkEnd);
 }
 
 // Register budgets: two blocks of two warpgroups per SM at 64 wide (128 registers; the square
 // kernel takes 134 unbounded, the others 105-113; capping for three blocks, 80, spills), one
 // block of three at 128 wide.
-template <typename T, int WIDTH, int STAGES, Epilogue HIDDEN, Epilogue OUT, bool SQUARE>
+template <typename T, int WIDTH, int STAGES, Epilogue HIDDEN, Epilogue OUT, bool SQUARE, typename MARKS = NoMarks>
 __global__ void __launch_bounds__(max_groups(WIDTH) * kGroupThreads, min_blocks_per_sm(WIDTH))
     inference_kernel(KernelShape s, ForwardArgs args, Plan p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  inference_body<T, WIDTH, STAGES, HIDDEN, OUT, SQUARE>(s, args, p);
+  inference_body<T, WIDTH, STAGES, HIDDEN, OUT, SQUARE, MARKS>(s, args, p);
 #else
   __trap();  // built for sm_90a only; wgmma_inference.cu launches it on compute capability 9.0 only
 #endif
