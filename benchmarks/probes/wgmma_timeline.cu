@@ -13,6 +13,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -23,7 +24,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cuda/fused/tensor_maps.h"
 #include "cuda/fused/wgmma_kernel.cuh"
+#include "cuda/fused/wgmma_tma_kernel.cuh"
 
 namespace tf = tinyfuse;
 namespace wg = tinyfuse::cuda::fused::wgmma;
@@ -31,38 +34,68 @@ using tinyfuse::cuda::fused::Epilogue;
 
 namespace {
 
-// [warp][mark][0: global timer ns, 1: SM clock]; a mark never reached stays 0.
+// [warp][mark][0: global timer ns, 1: SM clock]; a mark never reached stays 0. A warp keeps its
+// marks in the last bytes of its block's dynamic shared memory (the launches below add room
+// for them) and copies them out at its last mark, so a mark costs a few instructions, not a
+// global store whose address must first come from memory.
 __device__ unsigned long long* g_marks;
 __device__ unsigned* g_smid;
 
-__device__ __forceinline__ void record(int k, int marks_per_warp) {
+template <int PER_WARP>
+__device__ __forceinline__ void mark(int k) {
+  extern __shared__ __align__(16) unsigned char probe_smem[];
   if ((threadIdx.x & 31) != 0) return;
-  unsigned long long gt, sm;
+  unsigned size;
+  asm volatile("mov.u32 %0, %%dynamic_smem_size;" : "=r"(size));
+  const unsigned warps = blockDim.x / 32, warp = threadIdx.x / 32;
+  unsigned long long* mine = reinterpret_cast<unsigned long long*>(probe_smem + size - warps * PER_WARP * 16) + warp * PER_WARP * 2;
+  if (k == 0)
+    for (int i = 0; i < 2 * PER_WARP; ++i) mine[i] = 0;
+  unsigned long long gt;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(gt));
-  sm = clock64();
-  const unsigned warp = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-  g_marks[(static_cast<size_t>(warp) * marks_per_warp + k) * 2] = gt;
-  g_marks[(static_cast<size_t>(warp) * marks_per_warp + k) * 2 + 1] = sm;
-  if (k == 0) {
+  mine[2 * k] = gt;
+  mine[2 * k + 1] = clock64();
+  if (k == PER_WARP - 1) {  // the last mark: out to global memory
+    const unsigned global_warp = blockIdx.x * warps + warp;
+    for (int i = 0; i < 2 * PER_WARP; ++i) g_marks[static_cast<size_t>(global_warp) * PER_WARP * 2 + i] = mine[i];
     unsigned id;
     asm volatile("mov.u32 %0, %%smid;" : "=r"(id));
-    g_smid[warp] = id;
+    g_smid[global_warp] = id;
   }
 }
+constexpr size_t marks_smem(int warps, int per_warp) { return static_cast<size_t>(warps) * per_warp * 16; }
 
-struct TimelineMarks {
-  __device__ __forceinline__ static void at(int k) { record(k, wg::kMarkCount); }
+// What the kernel does (loads, layers, stores: each can be left out) and whether it marks.
+template <bool LOADS, bool COMPUTE, bool STORES, bool MARK, int CHAINS = 1, bool OVERLAP = false, bool WEIGHTS = true,
+          int BLOCK_GROUPS = 0>
+struct Variant {
+  static constexpr bool kLoads = LOADS, kCompute = COMPUTE, kStores = STORES, kMark = MARK;
+  static constexpr int kChains = CHAINS;
+  static constexpr bool kOverlap = OVERLAP, kWeights = WEIGHTS;
+  static constexpr int kBlockGroups = BLOCK_GROUPS;
+  __device__ __forceinline__ static void at(int k) {
+    if constexpr (MARK) mark<wg::kMarkCount>(k);
+  }
 };
+using Full = Variant<true, true, true, false>;
+using Marked = Variant<true, true, true, true>;
+using NoCompute = Variant<true, false, true, false>;  // the rows go through the stages and back out
+using NoLoads = Variant<false, true, true, false>;
+using NoStores = Variant<true, true, false, false>;
+using LoadsOnly = Variant<true, false, false, false>;
+using NoWeights = Variant<true, true, true, false, 1, false, false>;
+using OneBlock = Variant<true, true, true, false, 1, false, true, 4>;  // up to 4 warpgroups, one block per SM
+using OneBlockMarked = Variant<true, true, true, true, 1, false, true, 4>;
 
 // The copy reference (benchmarks/copy_reference.cu), with a mark at the start and one after its
 // store (which waits for the load).
 constexpr int kCopyThreads = 256;
 template <bool MARK>
 __global__ void copy_kernel(const uint4* __restrict__ in, uint4* __restrict__ out, size_t chunks) {
-  if (MARK) record(0, 2);
+  if (MARK) mark<2>(0);
   const size_t i = static_cast<size_t>(blockIdx.x) * kCopyThreads + threadIdx.x;
   if (i < chunks) __stcs(out + i, __ldcs(in + i));
-  if (MARK) record(1, 2);
+  if (MARK) mark<2>(1);
 }
 
 void check(cudaError_t e, const char* what) {
@@ -71,9 +104,9 @@ void check(cudaError_t e, const char* what) {
 
 constexpr int kWidth = 64, kStages = 2;
 using Kernel = void (*)(tf::cuda::fused::KernelShape, tf::cuda::fused::ForwardArgs, wg::Plan);
-template <typename MARKS>
+template <typename VARIANT>
 Kernel square_kernel() {
-  return wg::inference_kernel<__half, kWidth, kStages, Epilogue::Relu, Epilogue::Identity, true, MARKS>;
+  return wg::inference_kernel<__half, kWidth, kStages, Epilogue::Relu, Epilogue::Identity, true, VARIANT>;
 }
 
 struct Setup {
@@ -140,8 +173,8 @@ class Probe {
     return us;
   }
 
-  template <typename MARKS>
-  void launch_net(const Setup& s, int run, Shape shape) {
+  template <typename VARIANT>
+  void launch_net(const Setup& s, int run, Shape shape, int64_t rows = 0) {
     tf::cuda::fused::FusedShape fs;
     fs.width = kWidth;
     fs.in_width = kWidth;
@@ -150,15 +183,16 @@ class Probe {
     fs.act = tf::Activation::ReLU;
     fs.out_act = tf::Activation::None;
     tf::cuda::fused::ForwardArgs args;
-    args.batch = s.batch;
+    args.batch = rows ? rows : s.batch;
     args.input = s.inputs[static_cast<size_t>(run % s.buffers)];
     args.ld_in = kWidth;
     args.weights = s.weights;
     args.output = s.output;
     args.ld_out = kWidth;
     const wg::Plan p = wg::make_plan(kWidth, fs, args, 2);
-    const size_t smem = wg::launch_smem_bytes(p, shape.groups, kStages);
-    const auto kernel = square_kernel<MARKS>();
+    const size_t smem = wg::launch_smem_bytes(p, shape.groups, kStages) +
+                        (VARIANT::kMark ? marks_smem(shape.groups * 4, wg::kMarkCount) : 0);
+    const auto kernel = square_kernel<VARIANT>();
     check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)), "smem");
     const int64_t blocks = std::min<int64_t>((p.n_tiles + shape.groups - 1) / shape.groups,
                                              static_cast<int64_t>(shape.blocks_per_sm) * sms_);
@@ -166,11 +200,38 @@ class Probe {
         tf::cuda::fused::kernel_shape(fs, true), args, p);
     check(cudaGetLastError(), "launch");
   }
+  // The TMA kernel (wgmma_tma_kernel.cuh) on the same rows.
+  template <typename VARIANT, int OUT_TILES = wg::kTmaOutTiles, int BLOCKS_PER_SM = 2, bool EAGER = true, bool W_TMA = false>
+  void launch_tma(const Setup& s, int run, int64_t rows = 0) {
+    const int64_t batch = rows ? rows : s.batch;
+    CUtensorMap in_map, out_map, w_map;
+    if (!tf::cuda::fused::encode_row_tiles(&in_map, s.inputs[static_cast<size_t>(run % s.buffers)], batch, kWidth) ||
+        !tf::cuda::fused::encode_row_tiles(&out_map, s.output, batch, kWidth) ||
+        !tf::cuda::fused::encode_row_tiles(&w_map, s.weights, 3 * kWidth, kWidth))
+      throw std::runtime_error("tensor map encoding failed");
+    wg::TmaPlan p;
+    p.weights_bytes = 3 * wg::layer_bytes(kWidth, kWidth);
+    p.n_tiles = (batch + wg::kGroupRows - 1) / wg::kGroupRows;
+    const size_t smem = wg::tma_smem_bytes(p.weights_bytes, wg::kTmaGroups, OUT_TILES) +
+                        (VARIANT::kMark ? marks_smem(wg::kTmaGroups * 4, wg::kMarkCount) : 0);
+    const auto kernel =
+        wg::tma_inference_kernel<__half, Epilogue::Relu, Epilogue::Identity, VARIANT, OUT_TILES, BLOCKS_PER_SM, EAGER, W_TMA>;
+    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)), "smem");
+    const int64_t blocks = std::min<int64_t>((p.n_tiles + wg::kTmaGroups - 1) / wg::kTmaGroups, int64_t{BLOCKS_PER_SM} * sms_);
+    tf::cuda::fused::FusedShape fs;
+    fs.width = kWidth;
+    fs.in_width = kWidth;
+    fs.out_width = kWidth;
+    fs.n_hidden = 2;
+    kernel<<<static_cast<unsigned>(blocks), wg::kTmaGroups * wg::kGroupThreads, smem, stream_>>>(
+        in_map, out_map, w_map, tf::cuda::fused::kernel_shape(fs, true), reinterpret_cast<const uint16_t*>(s.weights), p);
+    check(cudaGetLastError(), "tma launch");
+  }
   template <bool MARK>
   void launch_copy(const Setup& s, int run) {
     const size_t chunks = static_cast<size_t>(s.batch) * kWidth * 2 / 16;
     const unsigned blocks = static_cast<unsigned>((chunks + kCopyThreads - 1) / kCopyThreads);
-    copy_kernel<MARK><<<blocks, kCopyThreads, 0, stream_>>>(
+    copy_kernel<MARK><<<blocks, kCopyThreads, MARK ? marks_smem(kCopyThreads / 32, 2) : 0, stream_>>>(
         reinterpret_cast<const uint4*>(s.inputs[static_cast<size_t>(run % s.buffers)]), reinterpret_cast<uint4*>(s.output),
         chunks);
     check(cudaGetLastError(), "copy launch");
@@ -304,16 +365,39 @@ std::vector<int> parse_list(const std::string& s) {
 int main(int argc, char** argv) try {
   std::vector<int> batches = {14, 16, 18};
   int calls = 40;
-  std::string out = "wgmma-timeline.json";
+  std::string out = "wgmma-timeline.json", only;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--batches" && i + 1 < argc) batches = parse_list(argv[++i]);
     else if (a == "--calls" && i + 1 < argc) calls = std::stoi(argv[++i]);
     else if (a == "--out" && i + 1 < argc) out = argv[++i];
+    else if (a == "--only" && i + 1 < argc) only = argv[++i];
     else throw std::runtime_error("unknown argument " + a + " (--batches 14,16 --calls N --out FILE)");
   }
   if (calls < 5) throw std::runtime_error("--calls must be at least 5");
   Probe probe;
+  if (!only.empty()) {  // one kernel, `calls` runs per batch, host waiting: for ncu
+    for (int lb : batches) {
+      Setup s = make_setup(int64_t{1} << lb, probe.sms());
+      auto nothing = [] {};
+      auto none = [](int) {};
+      std::vector<double> us;
+      if (only == "production") us = probe.time_calls(3, calls, nothing, [&](int r) { probe.launch_net<Full>(s, r, Shape{2, 2}); }, none);
+      else if (only == "tma") us = probe.time_calls(3, calls, nothing, [&](int r) { probe.launch_tma<Full>(s, r); }, none);
+      else if (only == "tma_late") us = probe.time_calls(3, calls, nothing, [&](int r) { probe.launch_tma<Full, 2, 2, false>(s, r); }, none);
+      else if (only == "tma_3blocks") us = probe.time_calls(3, calls, nothing, [&](int r) { probe.launch_tma<Full, 1, 3, true>(s, r); }, none);
+      else if (only == "tma_3blocks_late") us = probe.time_calls(3, calls, nothing, [&](int r) { probe.launch_tma<Full, 1, 3, false>(s, r); }, none);
+      else if (only == "tma_late_w") us = probe.time_calls(3, calls, nothing, [&](int r) { probe.launch_tma<Full, 2, 2, false, true>(s, r); }, none);
+      else if (only == "tma_w") us = probe.time_calls(3, calls, nothing, [&](int r) { probe.launch_tma<Full, 2, 2, true, true>(s, r); }, none);
+      else if (only == "tma_3blocks_w") us = probe.time_calls(3, calls, nothing, [&](int r) { probe.launch_tma<Full, 1, 3, true, true>(s, r); }, none);
+      else if (only == "tma_3blocks_late_w") us = probe.time_calls(3, calls, nothing, [&](int r) { probe.launch_tma<Full, 1, 3, false, true>(s, r); }, none);
+      else if (only == "copy") us = probe.time_calls(3, calls, nothing, [&](int r) { probe.launch_copy<false>(s, r); }, none);
+      else throw std::runtime_error("--only takes production, tma, tma_late, tma_3blocks or copy");
+      std::printf("%s 2^%d: %.2f µs per call (event, median)\n", only.c_str(), lb, median(us));
+      free_setup(s);
+    }
+    return 0;
+  }
   std::printf("tinyfuse-wgmma-timeline on %s (%d SMs), %d calls per row, host waits for each\n", probe.name().c_str(),
               probe.sms(), calls);
   nlohmann::json result = {{"device", probe.name()}, {"calls", calls}, {"rows", nlohmann::json::array()}};
@@ -327,13 +411,13 @@ int main(int argc, char** argv) try {
     auto none = [](int) {};
     auto nothing = [] {};
     // Unmarked first: the figures the marks must not move much.
-    const auto net_us = probe.time_calls(10, calls, nothing, [&](int r) { probe.launch_net<wg::NoMarks>(s, r, production); }, none);
+    const auto net_us = probe.time_calls(10, calls, nothing, [&](int r) { probe.launch_net<Full>(s, r, production); }, none);
     const auto copy_us = probe.time_calls(10, calls, nothing, [&](int r) { probe.launch_copy<false>(s, r); }, none);
     // Marked: keep the marks of the call with the median time.
     std::vector<CallMarks> net_marks, copy_marks;
     const size_t net_warps = static_cast<size_t>(probe.sms()) * production.blocks_per_sm * production.groups * 4;
     const auto marked_us = probe.time_calls(
-        10, calls, [&] { probe.clear_marks(s, wg::kMarkCount); }, [&](int r) { probe.launch_net<TimelineMarks>(s, r, production); },
+        10, calls, [&] { probe.clear_marks(s, wg::kMarkCount); }, [&](int r) { probe.launch_net<Marked>(s, r, production); },
                                             [&](int) { net_marks.push_back(fetch_marks(s, net_warps, wg::kMarkCount)); });
     const size_t copy_warps = (static_cast<size_t>(batch) * kWidth * 2 / 16 + kCopyThreads - 1) / kCopyThreads * (kCopyThreads / 32);
     const auto copy_marked_us = probe.time_calls(
@@ -366,18 +450,95 @@ int main(int argc, char** argv) try {
         if (r["mark"] == "end") last.push_back(r["ns_max"].get<double>());
       }
     }
+    {  // The TMA kernel against the production kernel, bit for bit, on the whole batch and on one
+       // that ends inside a tile; outputs poisoned first, rows past the batch must stay poisoned.
+      const size_t elems = static_cast<size_t>(batch) * kWidth;
+      std::vector<uint16_t> want(elems), got(elems);
+      for (int64_t rows : {batch, batch - 37}) {
+        check(cudaMemset(s.output, 0xFF, elems * 2), "poison");
+        probe.launch_net<Full>(s, 0, production, rows);
+        check(cudaDeviceSynchronize(), "production run");
+        check(cudaMemcpy(want.data(), s.output, elems * 2, cudaMemcpyDeviceToHost), "copy");
+        check(cudaMemset(s.output, 0xFF, elems * 2), "poison");
+        probe.launch_tma<Full, 2, 2, false, true>(s, 0, rows);  // late requests, weights by TMA
+        check(cudaDeviceSynchronize(), "tma run");
+        check(cudaMemcpy(got.data(), s.output, elems * 2, cudaMemcpyDeviceToHost), "copy");
+        size_t differ = 0, poisoned_inside = 0, written_past = 0;
+        for (size_t i = 0; i < elems; ++i) {
+          const bool inside = static_cast<int64_t>(i / kWidth) < rows;
+          if (inside && got[i] != want[i]) ++differ;
+          if (inside && got[i] == 0xFFFF) ++poisoned_inside;
+          if (!inside && got[i] != 0xFFFF) ++written_past;
+        }
+        std::printf("tma vs production, %lld rows: %zu of %lld elements differ, %zu unwritten, %zu written past the batch\n",
+                    static_cast<long long>(rows), differ, static_cast<long long>(rows) * kWidth, poisoned_inside, written_past);
+        row["tma_check"].push_back({{"rows", rows}, {"differ", differ}, {"unwritten", poisoned_inside}, {"written_past", written_past}});
+      }
+      // What encoding a tensor map costs the host.
+      CUtensorMap map;
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < 1000; ++i) tf::cuda::fused::encode_row_tiles(&map, s.inputs[static_cast<size_t>(i % s.buffers)], batch, kWidth);
+      const double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count() / 1000;
+      std::printf("encoding one tensor map: %.0f ns on the host\n", ns);
+      row["encode_ns"] = ns;
+    }
+    {  // The TMA kernel's timeline.
+      std::vector<CallMarks> tm;
+      const size_t warps = static_cast<size_t>(probe.sms()) * 16;
+      const auto us = probe.time_calls(
+          10, calls, [&] { probe.clear_marks(s, wg::kMarkCount); }, [&](int r) { probe.launch_tma<Marked>(s, r); },
+          [&](int) { tm.push_back(fetch_marks(s, warps, wg::kMarkCount)); });
+      std::printf("TMA kernel, marks (the median call, %.2f µs):\n", us[median_index(us)]);
+      row["tma_timeline"] = summarize(tm[median_index(us)], wg::kMarkCount, kMarkNames, true);
+    }
+    {  // The one-block shape's timeline (4 warpgroups per block, one block per SM).
+      std::vector<CallMarks> one;
+      const Shape sh{4, 1};
+      const size_t warps = static_cast<size_t>(probe.sms()) * 16;
+      const auto us = probe.time_calls(
+          10, calls, [&] { probe.clear_marks(s, wg::kMarkCount); }, [&](int r) { probe.launch_net<OneBlockMarked>(s, r, sh); },
+          [&](int) { one.push_back(fetch_marks(s, warps, wg::kMarkCount)); });
+      std::printf("one block of 4 warpgroups per SM, marks (the median call, %.2f µs):\n", us[median_index(us)]);
+      row["one_block_timeline"] = summarize(one[median_index(us)], wg::kMarkCount, kMarkNames, true);
+    }
     std::printf("over %d marked calls: 'staged' p50 %.0f – %.0f ns, last warp's end %.0f – %.0f ns\n", calls,
                 quantile(staged, 0), quantile(staged, 1), quantile(last, 0), quantile(last, 1));
     // Launch shapes: warpgroups per block x resident blocks per SM.
     nlohmann::json shapes = nlohmann::json::array();
     std::printf("launch shapes (unmarked, event µs median):");
     for (Shape sh : {Shape{2, 2}, Shape{2, 1}, Shape{1, 4}, Shape{1, 3}, Shape{1, 2}}) {
-      const auto us = probe.time_calls(5, calls, nothing, [&](int r) { probe.launch_net<wg::NoMarks>(s, r, sh); }, none);
+      const auto us = probe.time_calls(5, calls, nothing, [&](int r) { probe.launch_net<Full>(s, r, sh); }, none);
       std::printf("  %dx%d %.2f", sh.groups, sh.blocks_per_sm, median(us));
       shapes.push_back({{"groups", sh.groups}, {"blocks_per_sm", sh.blocks_per_sm}, {"us", median(us)}});
     }
     std::printf("\n");
     row["launch_shapes"] = shapes;
+    // Ablations in the production shape: what the call costs without each part.
+    auto ablation = [&](const char* name, auto launch) {
+      const auto us = probe.time_calls(5, calls, nothing, launch, none);
+      std::printf("  %s %.2f", name, median(us));
+      row["ablations"][name] = median(us);
+    };
+    std::printf("without parts (event µs median):");
+    ablation("full", [&](int r) { probe.launch_net<Full>(s, r, production); });
+    ablation("no_compute", [&](int r) { probe.launch_net<NoCompute>(s, r, production); });
+    ablation("no_loads", [&](int r) { probe.launch_net<NoLoads>(s, r, production); });
+    ablation("no_stores", [&](int r) { probe.launch_net<NoStores>(s, r, production); });
+    ablation("loads_only", [&](int r) { probe.launch_net<LoadsOnly>(s, r, production); });
+    ablation("copy", [&](int r) { probe.launch_copy<false>(s, r); });
+    ablation("no_weights", [&](int r) { probe.launch_net<NoWeights>(s, r, production); });
+    ablation("one_block_4x1", [&](int r) { probe.launch_net<OneBlock>(s, r, Shape{4, 1}); });
+    ablation("one_block_3x1", [&](int r) { probe.launch_net<OneBlock>(s, r, Shape{3, 1}); });
+    ablation("one_block_2x1", [&](int r) { probe.launch_net<OneBlock>(s, r, Shape{2, 1}); });
+    ablation("tma", [&](int r) { probe.launch_tma<Full>(s, r); });
+    ablation("tma_late", [&](int r) { probe.launch_tma<Full, 2, 2, false>(s, r); });
+    ablation("tma_3blocks", [&](int r) { probe.launch_tma<Full, 1, 3, true>(s, r); });
+    ablation("tma_3blocks_late", [&](int r) { probe.launch_tma<Full, 1, 3, false>(s, r); });
+    ablation("tma_late_w", [&](int r) { probe.launch_tma<Full, 2, 2, false, true>(s, r); });
+    ablation("tma_3blocks_w", [&](int r) { probe.launch_tma<Full, 1, 3, true, true>(s, r); });
+    ablation("full_again", [&](int r) { probe.launch_net<Full>(s, r, production); });
+    ablation("tma_again", [&](int r) { probe.launch_tma<Full>(s, r); });
+    std::printf("\n");
     result["rows"].push_back(row);
     free_setup(s);
   }

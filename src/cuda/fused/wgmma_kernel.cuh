@@ -48,6 +48,8 @@ constexpr int kBlockCols = 64; // input columns per swizzled weight block (128 b
 __device__ __forceinline__ void fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+template <int PENDING>
+__device__ __forceinline__ void wait_group() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(PENDING) : "memory"); }
 // Makes generic-proxy writes to shared memory (the staged weights) visible to wgmma's reads.
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
@@ -360,10 +362,66 @@ __device__ __forceinline__ void output_layer(const uint32_t (&x)[WIDTH / 16][4],
   }
 }
 
-// Timeline hooks: MARKS::at(k) runs at the kernel's milestones (k below). Production instances
-// take NoMarks, which compiles to nothing; the timeline probe (benchmarks/probes/) passes one that
-// records each warp's clocks, so it gets instances of its own.
-struct NoMarks {
+// A square layer (WIDTH outputs from WIDTH inputs) as CHAINS independent accumulator chains of
+// WIDTH / CHAINS columns each: every column still sums its 16-deep products in the same order,
+// so the values are the one-chain product's bit for bit, but the tensor cores can work on one
+// chain while another's last product is in flight. Chains [c0, c1) issued k-step by k-step.
+template <typename T, int WIDTH, int CHAINS>
+__device__ __forceinline__ void issue_chains(float (&d)[WIDTH / 2], const uint32_t (&x)[WIDTH / 16][4], uint32_t w,
+                                             int c0, int c1) {
+  constexpr int NC = WIDTH / CHAINS;
+#pragma unroll
+  for (int ks = 0; ks < WIDTH / 16; ++ks)
+#pragma unroll
+    for (int c = c0; c < c1; ++c)
+      wgmma_rs<T, NC>(*reinterpret_cast<float(*)[NC / 2]>(d + c * (NC / 2)), x[ks], b_step(w, WIDTH, c * NC, ks),
+                      ks > 0 ? 1 : 0);
+}
+// Fragments j0 .. j1 - 1 (16 columns each) of the accumulators, finished.
+template <typename T, int N, Epilogue E>
+__device__ __forceinline__ void finish_range(uint32_t (&a)[N / 16][4], const float (&d)[N / 2], Activation act, int j0,
+                                             int j1) {
+#pragma unroll
+  for (int j = j0; j < j1; ++j)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) a[j][i] = finish_pair<T, E>(d[8 * j + 2 * i], d[8 * j + 2 * i + 1], act);
+}
+// y = E(x W^T) for a square layer. OVERLAP (two chains): the first chain is its own wgmma
+// group, finished while the second still runs.
+template <typename T, int WIDTH, Epilogue E, int CHAINS, bool OVERLAP>
+__device__ __forceinline__ void square_layer(uint32_t (&y)[WIDTH / 16][4], const uint32_t (&x)[WIDTH / 16][4],
+                                             uint32_t w, Activation act) {
+  constexpr int KS = WIDTH / 16;
+  float d[WIDTH / 2];
+  fence();
+  if constexpr (OVERLAP) {
+    static_assert(CHAINS == 2, "overlap splits a layer in two chains");
+    issue_chains<T, WIDTH, 2>(d, x, w, 0, 1);
+    commit();
+    issue_chains<T, WIDTH, 2>(d, x, w, 1, 2);
+    commit();
+    wait_group<1>();
+    finish_range<T, WIDTH, E>(y, d, act, 0, KS / 2);
+    wait_group<0>();
+    finish_range<T, WIDTH, E>(y, d, act, KS / 2, KS);
+  } else {
+    issue_chains<T, WIDTH, CHAINS>(d, x, w, 0, CHAINS);
+    commit();
+    wait_all();
+    finish_range<T, WIDTH, E>(y, d, act, 0, KS);
+  }
+}
+
+// Probe hooks, for the timeline probe (benchmarks/probes/wgmma_timeline.cu) and no one else:
+// PROBE::at(k) runs at the kernel's milestones (k below), and the probe can leave out the row
+// loads, the layers (the stage's rows go back out as they came) or the stores, to see what each
+// costs. Production instances take NoProbe: everything on, no marks, the same code as without.
+struct NoProbe {
+  static constexpr bool kLoads = true, kCompute = true, kStores = true;
+  static constexpr int kChains = 1;  // square layers as this many accumulator chains (square_layer)
+  static constexpr bool kOverlap = false;
+  static constexpr bool kWeights = true;  // stage the weights (false: compute with what smem holds)
+  static constexpr int kBlockGroups = 0;  // launch bounds for blocks of this many warpgroups, one per SM (0: max_groups)
   __device__ __forceinline__ static void at(int) {}
 };
 enum Mark : int {
@@ -380,7 +438,7 @@ enum Mark : int {
 // so those widths, the stage pitch and the row walks are compile-time constants and the paths for
 // other widths are not in the kernel (less code to fetch, fewer instructions per call: what small
 // batches wait for).
-template <typename T, int WIDTH, int STAGES, Epilogue HIDDEN, Epilogue OUT, bool SQUARE, typename MARKS>
+template <typename T, int WIDTH, int STAGES, Epilogue HIDDEN, Epilogue OUT, bool SQUARE, typename PROBE>
 __device__ __forceinline__ void inference_body(const KernelShape& s, const ForwardArgs& args, const Plan& p) {
   constexpr int KS = WIDTH / 16;
   constexpr int kHiddenBytes = layer_bytes(WIDTH, WIDTH);
@@ -398,13 +456,14 @@ __device__ __forceinline__ void inference_body(const KernelShape& s, const Forwa
   const int64_t batch = args.batch, n_tiles = p.n_tiles;
   const uint16_t* in = static_cast<const uint16_t*>(args.input);
   uint16_t* out = static_cast<uint16_t*>(args.output);
-  MARKS::at(kMarkEntry);
+  PROBE::at(kMarkEntry);
   // A lane's first row, lane / chunks: a shift in the square kernel, else by the reciprocal.
   const RowWalk in_walk(lane, SQUARE ? lane / in_chunks : lane_row(lane, p.in_per_chunk), in_chunks,
                         SQUARE ? kWarpSize / in_chunks : p.in_rows_per_step, p.ld_in, pitch);
   auto warp_row0 = [&](int64_t tile) { return tile * kGroupRows + warp_in_group * kWarpRows; };
   // Full tiles (all but the batch's last, partial one) copy without bounds.
   auto load_tile = [&](uint32_t stage, int64_t tile) {
+    if constexpr (!PROBE::kLoads) return;
     const int64_t row0 = warp_row0(tile);
     if (tile < p.full_tiles)
       load_full_rows<SQUARE, WIDTH / 8>(stage, in + row0 * p.ld_in, in_walk);
@@ -418,7 +477,7 @@ __device__ __forceinline__ void inference_body(const KernelShape& s, const Forwa
   if (first < n_tiles) load_tile(stages, first);
   const uint16_t* weights = static_cast<const uint16_t*>(args.weights);
   const bool aligned = SQUARE || (reinterpret_cast<uintptr_t>(weights) & 15) == 0;
-  stage_weights<WIDTH>(w_base, weights, s, in_width, out_width, aligned, p);
+  if constexpr (PROBE::kWeights) stage_weights<WIDTH>(w_base, weights, s, in_width, out_width, aligned, p);
   px::cp_async_commit();
   for (int st = 1; st < STAGES; ++st) {
     const int64_t tile = first + st * step;
@@ -427,11 +486,11 @@ __device__ __forceinline__ void inference_body(const KernelShape& s, const Forwa
   }
   const RowWalk out_walk(lane, SQUARE ? lane / out_chunks : lane_row(lane, p.out_per_chunk), out_chunks,
                          SQUARE ? kWarpSize / out_chunks : p.out_rows_per_step, p.ld_out, pitch);
-  MARKS::at(kMarkIssued);
+  PROBE::at(kMarkIssued);
   px::cp_async_wait<STAGES - 1>();
   fence_proxy_async();
   __syncthreads();
-  MARKS::at(kMarkStaged);
+  PROBE::at(kMarkStaged);
 
   int st = 0, n = 0;
   for (int64_t tile = first; tile < n_tiles; tile += step, ++n) {
@@ -439,27 +498,48 @@ __device__ __forceinline__ void inference_body(const KernelShape& s, const Forwa
     const int64_t row0 = warp_row0(tile);
     px::cp_async_wait<STAGES - 1>();  // this tile's copies (this lane's) have landed
     __syncwarp();                      // ... and every lane's
-    if (n < kMarkTiles) MARKS::at(kMarkTile + 3 * n);
+    if (n < kMarkTiles) PROBE::at(kMarkTile + 3 * n);
 
-    float d[WIDTH / 2];
-    uint32_t a[KS][4];
-    first_product<T, WIDTH>(d, stage, pitch, in_width, w_base, lane);
-    to_fragments<T, WIDTH, HIDDEN>(a, d, s.act);
-    uint32_t w = w_base + p.first_layer_bytes;
-    for (int l = 1; l < s.n_hidden; ++l, w += kHiddenBytes) {
-      product<T, WIDTH, KS>(d, a, w, WIDTH, 0);
+    if constexpr (SQUARE && PROBE::kCompute && (PROBE::kChains > 1 || PROBE::kOverlap)) {
+      uint32_t x[KS][4], y[KS][4];
+#pragma unroll
+      for (int ks = 0; ks < KS; ++ks) px::ldmatrix_x4(x[ks], block_row(stage, pitch, 16 * ks, lane));
+      uint32_t w = w_base;
+      for (int l = 0; l < s.n_hidden; ++l, w += kHiddenBytes) {
+        square_layer<T, WIDTH, HIDDEN, PROBE::kChains, PROBE::kOverlap>(y, x, w, s.act);
+#pragma unroll
+        for (int ks = 0; ks < KS; ++ks)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) x[ks][i] = y[ks][i];
+      }
+      __syncwarp();  // every lane's reads of the input in this stage are done before it is overwritten
+      square_layer<T, WIDTH, OUT, PROBE::kChains, PROBE::kOverlap>(y, x, w, s.out_act);
+#pragma unroll
+      for (int j = 0; j < KS; ++j) px::stmatrix_x4(block_row(stage, pitch, 16 * j, lane), y[j]);
+      __syncwarp();
+    } else if constexpr (PROBE::kCompute) {
+      float d[WIDTH / 2];
+      uint32_t a[KS][4];
+      first_product<T, WIDTH>(d, stage, pitch, in_width, w_base, lane);
       to_fragments<T, WIDTH, HIDDEN>(a, d, s.act);
+      uint32_t w = w_base + p.first_layer_bytes;
+      for (int l = 1; l < s.n_hidden; ++l, w += kHiddenBytes) {
+        product<T, WIDTH, KS>(d, a, w, WIDTH, 0);
+        to_fragments<T, WIDTH, HIDDEN>(a, d, s.act);
+      }
+      __syncwarp();  // every lane's reads of the input in this stage are done before it is overwritten
+      output_layer<T, WIDTH, OUT>(a, d, w, out_width, stage, pitch, s.out_act, lane);
+      __syncwarp();
     }
-    __syncwarp();  // every lane's reads of the input in this stage are done before it is overwritten
-    output_layer<T, WIDTH, OUT>(a, d, w, out_width, stage, pitch, s.out_act, lane);
-    __syncwarp();
-    if (n < kMarkTiles) MARKS::at(kMarkTile + 3 * n + 1);
-    if (tile < p.full_tiles)
-      store_full_rows<SQUARE, WIDTH / 8>(stage, out + row0 * p.ld_out, out_walk);
-    else
-      store_rows(stage, out + row0 * p.ld_out, out_walk, rows_inside(row0, batch));
+    if (n < kMarkTiles) PROBE::at(kMarkTile + 3 * n + 1);
+    if constexpr (PROBE::kStores) {
+      if (tile < p.full_tiles)
+        store_full_rows<SQUARE, WIDTH / 8>(stage, out + row0 * p.ld_out, out_walk);
+      else
+        store_rows(stage, out + row0 * p.ld_out, out_walk, rows_inside(row0, batch));
+    }
     __syncwarp();  // the stage is read out before the next copy into it
-    if (n < kMarkTiles) MARKS::at(kMarkTile + 3 * n + 2);
+    if (n < kMarkTiles) PROBE::at(kMarkTile + 3 * n + 2);
 
     const int64_t next = tile + STAGES * step;
     if (next < n_tiles) load_tile(stage, next);
@@ -467,17 +547,21 @@ __device__ __forceinline__ void inference_body(const KernelShape& s, const Forwa
     st = st + 1 == STAGES ? 0 : st + 1;
   }
   px::cp_async_wait<0>();
-  MARKS::at(kMarkEnd);
+  PROBE::at(kMarkEnd);
 }
 
 // Register budgets: two blocks of two warpgroups per SM at 64 wide (128 registers; the square
 // kernel takes 134 unbounded, the others 105-113; capping for three blocks, 80, spills), one
 // block of three at 128 wide.
-template <typename T, int WIDTH, int STAGES, Epilogue HIDDEN, Epilogue OUT, bool SQUARE, typename MARKS = NoMarks>
-__global__ void __launch_bounds__(max_groups(WIDTH) * kGroupThreads, min_blocks_per_sm(WIDTH))
+template <int WIDTH, typename PROBE>
+constexpr int bound_threads() { return (PROBE::kBlockGroups ? PROBE::kBlockGroups : max_groups(WIDTH)) * kGroupThreads; }
+template <int WIDTH, typename PROBE>
+constexpr int bound_blocks() { return PROBE::kBlockGroups ? 1 : min_blocks_per_sm(WIDTH); }
+template <typename T, int WIDTH, int STAGES, Epilogue HIDDEN, Epilogue OUT, bool SQUARE, typename PROBE = NoProbe>
+__global__ void __launch_bounds__(bound_threads<WIDTH, PROBE>(), bound_blocks<WIDTH, PROBE>())
     inference_kernel(KernelShape s, ForwardArgs args, Plan p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  inference_body<T, WIDTH, STAGES, HIDDEN, OUT, SQUARE, MARKS>(s, args, p);
+  inference_body<T, WIDTH, STAGES, HIDDEN, OUT, SQUARE, PROBE>(s, args, p);
 #else
   __trap();  // built for sm_90a only; wgmma_inference.cu launches it on compute capability 9.0 only
 #endif

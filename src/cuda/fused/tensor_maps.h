@@ -1,0 +1,45 @@
+// Tensor maps (the descriptions of global tiles the Hopper copy engine reads and writes) for the
+// TMA inference kernel (wgmma_tma_kernel.cuh), encoded on the host by the driver's
+// cuTensorMapEncodeTiled, reached through the runtime so the library needs no link to libcuda.
+#pragma once
+
+#include <cstdint>
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <cudaTypedefs.h>
+
+namespace tinyfuse::cuda::fused {
+
+inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess)
+      f = nullptr;
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+  }();
+  return fn;
+}
+
+// `rows` rows of 64 16-bit values at `ptr`, `ld` values apart, read and written in boxes of 64
+// rows, 128-byte swizzled. False when the copy engine cannot take them (the caller then runs the
+// kernel that copies rows itself): ptr not 16-byte aligned, a row stride that is not a multiple
+// of 16 bytes, more rows than a 32-bit coordinate reaches, or no encoder in the driver.
+inline bool encode_row_tiles(CUtensorMap* map, const void* ptr, int64_t rows, int64_t ld) {
+  if ((reinterpret_cast<uintptr_t>(ptr) & 15) != 0 || ld < 64 || (ld * 2) % 16 != 0 || rows <= 0 ||
+      rows > (int64_t{1} << 31) - 64)
+    return false;
+  const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
+  if (!encode) return false;
+  const cuuint64_t dims[2] = {64, static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(ld) * 2};
+  const cuuint32_t box[2] = {64, 64};
+  const cuuint32_t elem_strides[2] = {1, 1};
+  return encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, const_cast<void*>(ptr), dims, strides, box, elem_strides,
+                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+}  // namespace tinyfuse::cuda::fused
