@@ -1,14 +1,18 @@
 // tinyfuse-wgmma-timeline: where one FullyFusedMLP inference call spends its time on a Hopper
-// GPU. Runs the 64 -> 64 x 2 -> 64 FP16 instance of the wgmma kernel (src/cuda/fused/
-// wgmma_kernel.cuh) with timeline marks: every warp records the global timer and its SM's clock
-// at the kernel's milestones (wgmma::Mark). A copy kernel of the same bytes records its own start
-// and finish the same way. Each call is timed by CUDA events with the host waiting for it, as
-// tinyfuse-bench does by default, inputs rotated over 256 MB so the L2 holds none of them.
-// Also times the unmarked kernel under other launch shapes (warpgroups per block, blocks per SM).
+// GPU. Runs the 64 -> 64 x 2 -> 64 FP16 network on both Hopper kernels, the one that copies
+// rows itself (wgmma_kernel.cuh, "production" below: the square instance) and the one that
+// moves whole tiles by tensor copies (wgmma_tma_kernel.cuh, "tma"), with timeline marks: every
+// warp records the global timer and its SM's clock at the kernel's milestones (wgmma::Mark). A
+// copy kernel of the same bytes records its own start and finish the same way. Each call is
+// timed by CUDA events with the host waiting for it, as tinyfuse-bench does by default, inputs
+// rotated over 256 MB so the L2 holds none of them. Also: the two kernels compared bit for bit
+// (outputs poisoned first), the host's cost of a tensor map, launch shapes of the row-copying
+// kernel, and that kernel with its loads, layers, stores or weights left out.
 //
 // Usage: tinyfuse-wgmma-timeline [--batches 14,16,18] [--calls 40] [--out timeline.json]
-// Prints, per batch, when the warps reach each milestone (ns after the first warp starts) and
-// how long each step takes a warp (SM cycles), then the launch-shape sweep.
+//        tinyfuse-wgmma-timeline --only production|tma|copy [--batches ..] [--calls N]
+// The second form runs one kernel `calls` times per batch and nothing else: for ncu
+// (scripts/gpu/timeline.sh).
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -66,13 +70,9 @@ __device__ __forceinline__ void mark(int k) {
 constexpr size_t marks_smem(int warps, int per_warp) { return static_cast<size_t>(warps) * per_warp * 16; }
 
 // What the kernel does (loads, layers, stores: each can be left out) and whether it marks.
-template <bool LOADS, bool COMPUTE, bool STORES, bool MARK, int CHAINS = 1, bool OVERLAP = false, bool WEIGHTS = true,
-          int BLOCK_GROUPS = 0>
+template <bool LOADS, bool COMPUTE, bool STORES, bool MARK, bool WEIGHTS = true>
 struct Variant {
-  static constexpr bool kLoads = LOADS, kCompute = COMPUTE, kStores = STORES, kMark = MARK;
-  static constexpr int kChains = CHAINS;
-  static constexpr bool kOverlap = OVERLAP, kWeights = WEIGHTS;
-  static constexpr int kBlockGroups = BLOCK_GROUPS;
+  static constexpr bool kLoads = LOADS, kCompute = COMPUTE, kStores = STORES, kMark = MARK, kWeights = WEIGHTS;
   __device__ __forceinline__ static void at(int k) {
     if constexpr (MARK) mark<wg::kMarkCount>(k);
   }
@@ -83,9 +83,7 @@ using NoCompute = Variant<true, false, true, false>;  // the rows go through the
 using NoLoads = Variant<false, true, true, false>;
 using NoStores = Variant<true, true, false, false>;
 using LoadsOnly = Variant<true, false, false, false>;
-using NoWeights = Variant<true, true, true, false, 1, false, false>;
-using OneBlock = Variant<true, true, true, false, 1, false, true, 4>;  // up to 4 warpgroups, one block per SM
-using OneBlockMarked = Variant<true, true, true, true, 1, false, true, 4>;
+using NoWeights = Variant<true, true, true, false, false>;
 
 // The copy reference (benchmarks/copy_reference.cu), with a mark at the start and one after its
 // store (which waits for the load).
@@ -201,30 +199,28 @@ class Probe {
     check(cudaGetLastError(), "launch");
   }
   // The TMA kernel (wgmma_tma_kernel.cuh) on the same rows.
-  template <typename VARIANT, int OUT_TILES = wg::kTmaOutTiles, int BLOCKS_PER_SM = 2, bool EAGER = true, bool W_TMA = false>
+  template <typename VARIANT>
   void launch_tma(const Setup& s, int run, int64_t rows = 0) {
     const int64_t batch = rows ? rows : s.batch;
-    CUtensorMap in_map, out_map, w_map;
+    CUtensorMap in_map, out_map;
     if (!tf::cuda::fused::encode_row_tiles(&in_map, s.inputs[static_cast<size_t>(run % s.buffers)], batch, kWidth) ||
-        !tf::cuda::fused::encode_row_tiles(&out_map, s.output, batch, kWidth) ||
-        !tf::cuda::fused::encode_row_tiles(&w_map, s.weights, 3 * kWidth, kWidth))
+        !tf::cuda::fused::encode_row_tiles(&out_map, s.output, batch, kWidth))
       throw std::runtime_error("tensor map encoding failed");
     wg::TmaPlan p;
     p.weights_bytes = 3 * wg::layer_bytes(kWidth, kWidth);
     p.n_tiles = (batch + wg::kGroupRows - 1) / wg::kGroupRows;
-    const size_t smem = wg::tma_smem_bytes(p.weights_bytes, wg::kTmaGroups, OUT_TILES) +
+    const size_t smem = wg::tma_smem_bytes(p.weights_bytes, wg::kTmaGroups) +
                         (VARIANT::kMark ? marks_smem(wg::kTmaGroups * 4, wg::kMarkCount) : 0);
-    const auto kernel =
-        wg::tma_inference_kernel<__half, Epilogue::Relu, Epilogue::Identity, VARIANT, OUT_TILES, BLOCKS_PER_SM, EAGER, W_TMA>;
+    const auto kernel = wg::tma_inference_kernel<__half, Epilogue::Relu, Epilogue::Identity, VARIANT>;
     check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)), "smem");
-    const int64_t blocks = std::min<int64_t>((p.n_tiles + wg::kTmaGroups - 1) / wg::kTmaGroups, int64_t{BLOCKS_PER_SM} * sms_);
+    const int64_t blocks = std::min<int64_t>((p.n_tiles + wg::kTmaGroups - 1) / wg::kTmaGroups, int64_t{2} * sms_);
     tf::cuda::fused::FusedShape fs;
     fs.width = kWidth;
     fs.in_width = kWidth;
     fs.out_width = kWidth;
     fs.n_hidden = 2;
     kernel<<<static_cast<unsigned>(blocks), wg::kTmaGroups * wg::kGroupThreads, smem, stream_>>>(
-        in_map, out_map, w_map, tf::cuda::fused::kernel_shape(fs, true), reinterpret_cast<const uint16_t*>(s.weights), p);
+        in_map, out_map, tf::cuda::fused::kernel_shape(fs, true), reinterpret_cast<const uint16_t*>(s.weights), p);
     check(cudaGetLastError(), "tma launch");
   }
   template <bool MARK>
@@ -384,15 +380,8 @@ int main(int argc, char** argv) try {
       std::vector<double> us;
       if (only == "production") us = probe.time_calls(3, calls, nothing, [&](int r) { probe.launch_net<Full>(s, r, Shape{2, 2}); }, none);
       else if (only == "tma") us = probe.time_calls(3, calls, nothing, [&](int r) { probe.launch_tma<Full>(s, r); }, none);
-      else if (only == "tma_late") us = probe.time_calls(3, calls, nothing, [&](int r) { probe.launch_tma<Full, 2, 2, false>(s, r); }, none);
-      else if (only == "tma_3blocks") us = probe.time_calls(3, calls, nothing, [&](int r) { probe.launch_tma<Full, 1, 3, true>(s, r); }, none);
-      else if (only == "tma_3blocks_late") us = probe.time_calls(3, calls, nothing, [&](int r) { probe.launch_tma<Full, 1, 3, false>(s, r); }, none);
-      else if (only == "tma_late_w") us = probe.time_calls(3, calls, nothing, [&](int r) { probe.launch_tma<Full, 2, 2, false, true>(s, r); }, none);
-      else if (only == "tma_w") us = probe.time_calls(3, calls, nothing, [&](int r) { probe.launch_tma<Full, 2, 2, true, true>(s, r); }, none);
-      else if (only == "tma_3blocks_w") us = probe.time_calls(3, calls, nothing, [&](int r) { probe.launch_tma<Full, 1, 3, true, true>(s, r); }, none);
-      else if (only == "tma_3blocks_late_w") us = probe.time_calls(3, calls, nothing, [&](int r) { probe.launch_tma<Full, 1, 3, false, true>(s, r); }, none);
       else if (only == "copy") us = probe.time_calls(3, calls, nothing, [&](int r) { probe.launch_copy<false>(s, r); }, none);
-      else throw std::runtime_error("--only takes production, tma, tma_late, tma_3blocks or copy");
+      else throw std::runtime_error("--only takes production, tma or copy");
       std::printf("%s 2^%d: %.2f µs per call (event, median)\n", only.c_str(), lb, median(us));
       free_setup(s);
     }
@@ -460,7 +449,7 @@ int main(int argc, char** argv) try {
         check(cudaDeviceSynchronize(), "production run");
         check(cudaMemcpy(want.data(), s.output, elems * 2, cudaMemcpyDeviceToHost), "copy");
         check(cudaMemset(s.output, 0xFF, elems * 2), "poison");
-        probe.launch_tma<Full, 2, 2, false, true>(s, 0, rows);  // late requests, weights by TMA
+        probe.launch_tma<Full>(s, 0, rows);
         check(cudaDeviceSynchronize(), "tma run");
         check(cudaMemcpy(got.data(), s.output, elems * 2, cudaMemcpyDeviceToHost), "copy");
         size_t differ = 0, poisoned_inside = 0, written_past = 0;
@@ -491,16 +480,6 @@ int main(int argc, char** argv) try {
       std::printf("TMA kernel, marks (the median call, %.2f µs):\n", us[median_index(us)]);
       row["tma_timeline"] = summarize(tm[median_index(us)], wg::kMarkCount, kMarkNames, true);
     }
-    {  // The one-block shape's timeline (4 warpgroups per block, one block per SM).
-      std::vector<CallMarks> one;
-      const Shape sh{4, 1};
-      const size_t warps = static_cast<size_t>(probe.sms()) * 16;
-      const auto us = probe.time_calls(
-          10, calls, [&] { probe.clear_marks(s, wg::kMarkCount); }, [&](int r) { probe.launch_net<OneBlockMarked>(s, r, sh); },
-          [&](int) { one.push_back(fetch_marks(s, warps, wg::kMarkCount)); });
-      std::printf("one block of 4 warpgroups per SM, marks (the median call, %.2f µs):\n", us[median_index(us)]);
-      row["one_block_timeline"] = summarize(one[median_index(us)], wg::kMarkCount, kMarkNames, true);
-    }
     std::printf("over %d marked calls: 'staged' p50 %.0f – %.0f ns, last warp's end %.0f – %.0f ns\n", calls,
                 quantile(staged, 0), quantile(staged, 1), quantile(last, 0), quantile(last, 1));
     // Launch shapes: warpgroups per block x resident blocks per SM.
@@ -527,15 +506,7 @@ int main(int argc, char** argv) try {
     ablation("loads_only", [&](int r) { probe.launch_net<LoadsOnly>(s, r, production); });
     ablation("copy", [&](int r) { probe.launch_copy<false>(s, r); });
     ablation("no_weights", [&](int r) { probe.launch_net<NoWeights>(s, r, production); });
-    ablation("one_block_4x1", [&](int r) { probe.launch_net<OneBlock>(s, r, Shape{4, 1}); });
-    ablation("one_block_3x1", [&](int r) { probe.launch_net<OneBlock>(s, r, Shape{3, 1}); });
-    ablation("one_block_2x1", [&](int r) { probe.launch_net<OneBlock>(s, r, Shape{2, 1}); });
     ablation("tma", [&](int r) { probe.launch_tma<Full>(s, r); });
-    ablation("tma_late", [&](int r) { probe.launch_tma<Full, 2, 2, false>(s, r); });
-    ablation("tma_3blocks", [&](int r) { probe.launch_tma<Full, 1, 3, true>(s, r); });
-    ablation("tma_3blocks_late", [&](int r) { probe.launch_tma<Full, 1, 3, false>(s, r); });
-    ablation("tma_late_w", [&](int r) { probe.launch_tma<Full, 2, 2, false, true>(s, r); });
-    ablation("tma_3blocks_w", [&](int r) { probe.launch_tma<Full, 1, 3, true, true>(s, r); });
     ablation("full_again", [&](int r) { probe.launch_net<Full>(s, r, production); });
     ablation("tma_again", [&](int r) { probe.launch_tma<Full>(s, r); });
     std::printf("\n");

@@ -9,7 +9,9 @@
 // layers and not multiples of 64, outputs padded (5 -> 16) and wider than 16 but not the hidden
 // width, depths 1-4, ReLU / LeakyReLU / Tanh / Sine with None / Sigmoid outputs, batches
 // 1 .. 300001, strided views, parameters off the 16-byte grid (the square kernel is for aligned
-// ones); outputs poisoned with NaN first. Runs on the device machine; skips
+// ones); outputs poisoned with NaN first. The square 64-wide ReLU network runs on the kernel that
+// moves whole tiles by tensor copies (wgmma_tma_kernel.cuh) where its rows allow, else on the
+// row-copying square instance: both are checked, and which one ran. Runs on the device machine; skips
 // without a GPU, and without a compute capability 9.0 device or sm_90a code in the build.
 #include <gtest/gtest.h>
 
@@ -48,13 +50,14 @@ struct Case {
   int64_t batch;
   bool strided;
   int param_offset = 0;  // elements: the parameters start this far into their buffer
+  bool wide_rows = false;  // rows 8 elements wider than the view, 16-byte aligned (tensor copies take them)
 };
 
 std::string describe(const Case& c) {
   return std::string(c.precision == DType::BF16 ? "bf16 " : "f16 ") + std::to_string(c.in) + "->" +
          std::to_string(c.width) + "x" + std::to_string(c.hidden) + "->" + std::to_string(c.out) + " " + c.act + "/" +
          c.out_act + " batch " + std::to_string(c.batch) + (c.strided ? " strided" : "") +
-         (c.param_offset ? " params at +" + std::to_string(c.param_offset) : "");
+         (c.param_offset ? " params at +" + std::to_string(c.param_offset) : "") + (c.wide_rows ? " rows 8 wider" : "");
 }
 
 class FusedWgmma : public ::testing::Test {
@@ -69,7 +72,10 @@ class FusedWgmma : public ::testing::Test {
     if (!fused::wgmma_inference_built())
       GTEST_SKIP() << "skipped: this build holds no sm_90a code (CMAKE_CUDA_ARCHITECTURES without 90)";
   }
-  void TearDown() override { fused::force_forward_path(fused::ForwardPath::Any); }
+  void TearDown() override {
+    fused::force_forward_path(fused::ForwardPath::Any);
+    fused::force_tma_inference(true);
+  }
 
   // Returns the number of elements that matched the mma.sync kernel bit for bit.
   int64_t check(const Case& c, uint64_t seed) {
@@ -91,7 +97,8 @@ class FusedWgmma : public ::testing::Test {
 
     std::vector<double> input(static_cast<size_t>(c.batch) * c.in);
     for (auto& x : input) x = 2 * rng.next_double() - 1;
-    tinyfuse::testing::DeviceMatrix in(p, c.batch, c.in, c.strided), out(p, c.batch, W, c.strided);
+    const int64_t pad = c.wide_rows ? 8 : c.strided ? 3 : 0, offset = c.strided ? 1 : 0;
+    tinyfuse::testing::DeviceMatrix in(p, c.batch, c.in, pad, offset), out(p, c.batch, W, pad, offset);
     upload(in.view, input);
 
     fused::force_forward_path(fused::ForwardPath::Any);
@@ -121,14 +128,15 @@ class FusedWgmma : public ::testing::Test {
         << "wgmma vs mma.sync kernel: first difference at element " << first_diff << ": " << got[first_diff] << " vs "
         << mma[first_diff];
     EXPECT_EQ(std::memcmp(got.data(), again.data(), got.size() * sizeof(double)), 0) << "repeated inference differs";
-    if (c.strided) {  // the padding columns around the strided view stay poisoned
+    if (pad) {  // the padding columns around the view stay poisoned
       fused::force_forward_path(fused::ForwardPath::Any);
       out.poison();
       gpu->inference(in.view, out.view);
       const std::vector<double> whole = download(out.whole);
       bool untouched = true;
       for (int64_t r = 0; r < c.batch; ++r)
-        for (int64_t col : {int64_t(0), int64_t(W + 1), int64_t(W + 2)}) untouched &= std::isnan(whole[r * (W + 3) + col]);
+        for (int64_t col = 0; col < W + pad; ++col)
+          if (col < offset || col >= offset + W) untouched &= std::isnan(whole[r * (W + pad) + col]);
       EXPECT_TRUE(untouched) << "inference wrote outside the output view";
     }
     return same;
@@ -197,6 +205,41 @@ TEST_F(FusedWgmma, LargeBatchesAndStridedViews) {
     c.strided = true;
     check(c, seed++);
   }
+}
+
+}  // namespace
+
+namespace {
+
+// The square 64-wide ReLU network on Hopper has two kernels: whole tiles by tensor copies
+// (wgmma_tma_kernel.cuh) where the rows allow, else the row-copying one. Both must give the
+// mma.sync kernels' bits, with partial last tiles, wide aligned rows (the tensor copies' row
+// stride) and rows the copy engine cannot take (odd stride, element-aligned: the fallback).
+TEST_F(FusedWgmma, TensorCopyKernelAndItsFallbackMatch) {
+  uint64_t seed = 2000;
+  for (DType p : {DType::F16, DType::BF16})
+    for (int64_t batch : {1, 63, 64, 65, 1000, 65537})
+      for (int layout = 0; layout < 3; ++layout)
+        for (bool tma : {true, false}) {
+          Case c = kShapes[0];
+          c.precision = p;
+          c.act = "ReLU";
+          c.out_act = "None";
+          c.batch = batch;
+          c.strided = layout == 1;
+          c.wide_rows = layout == 2;
+          fused::force_tma_inference(tma);
+          const unsigned long long before = fused::tma_inference_launches();
+          check(c, seed++);
+          const unsigned long long ran = fused::tma_inference_launches() - before;
+          fused::force_tma_inference(true);
+          if (HasFatalFailure()) return;
+          // check() runs inference three or four times with the Hopper kernels allowed.
+          if (tma && layout != 1)
+            EXPECT_GE(ran, 3u) << describe(c) << ": the tensor-copy kernel did not run";
+          else
+            EXPECT_EQ(ran, 0u) << describe(c) << ": the tensor-copy kernel ran where it must not";
+        }
 }
 
 }  // namespace

@@ -274,8 +274,9 @@ bool env_switch(std::atomic<int>& state, const char* variable) {
   return v == 1;
 }
 
-std::atomic<int> g_fused_wgrad{-1}, g_fused_loss{-1}, g_fused_step{-1};
-std::atomic<unsigned long long> g_fused_wgrad_launches{0}, g_fused_loss_launches{0}, g_fused_step_launches{0};
+std::atomic<int> g_fused_wgrad{-1}, g_fused_loss{-1}, g_fused_step{-1}, g_tma_inference{-1};
+std::atomic<unsigned long long> g_fused_wgrad_launches{0}, g_fused_loss_launches{0}, g_fused_step_launches{0},
+    g_tma_inference_launches{0};
 }  // namespace
 
 bool fused_weight_grads() { return env_switch(g_fused_wgrad, "TINYFUSE_FUSED_WGRAD"); }
@@ -291,6 +292,11 @@ bool fused_train_step() { return env_switch(g_fused_step, "TINYFUSE_FUSED_STEP")
 void force_fused_train_step(bool on) { g_fused_step.store(on ? 1 : 0); }
 unsigned long long fused_train_step_launches() { return g_fused_step_launches.load(); }
 void count_fused_train_step_launch() { g_fused_step_launches.fetch_add(1); }
+
+bool tma_inference() { return env_switch(g_tma_inference, "TINYFUSE_WGMMA_TMA"); }
+void force_tma_inference(bool on) { g_tma_inference.store(on ? 1 : 0); }
+unsigned long long tma_inference_launches() { return g_tma_inference_launches.load(std::memory_order_relaxed); }
+void count_tma_inference_launch() { g_tma_inference_launches.fetch_add(1, std::memory_order_relaxed); }
 
 void launch_forward(DType t, const FusedShape& shape, const ForwardArgs& args, gpuStream_t stream) {
   if (args.loss.gradients) throw Error("internal: launch_forward got a loss; launch_forward_with_loss takes those");

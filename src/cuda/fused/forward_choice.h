@@ -50,6 +50,16 @@ void force_fused_train_step(bool on);  // overrides the environment from now on
 unsigned long long fused_train_step_launches();
 void count_fused_train_step_launch();
 
+// Whether Hopper inference of the square 64-wide ReLU network may move whole 64-row tiles by
+// tensor copies (TMA, wgmma_tma_kernel.cuh) where the rows allow it; otherwise the row-copying
+// wgmma kernel runs. Same values bit for bit (test_fused_wgmma.cpp). TINYFUSE_WGMMA_TMA=0 in the
+// environment switches it off (for comparing the two).
+bool tma_inference();
+void force_tma_inference(bool on);  // overrides the environment from now on
+// How many inference launches moved their tiles by tensor copies (tests check the path ran).
+unsigned long long tma_inference_launches();
+void count_tma_inference_launch();
+
 // Shorthands of the two above.
 inline bool general_forward_forced() { return forward_path() == ForwardPath::General; }
 inline void force_general_forward(bool on) { force_forward_path(on ? ForwardPath::General : ForwardPath::Any); }

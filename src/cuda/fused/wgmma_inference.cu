@@ -10,7 +10,9 @@
 #include <cstdint>
 
 #include "cuda/fused/launch_config.h"
+#include "cuda/fused/tensor_maps.h"
 #include "cuda/fused/wgmma_kernel.cuh"
+#include "cuda/fused/wgmma_tma_kernel.cuh"
 #endif
 
 namespace tinyfuse::cuda::fused {
@@ -52,14 +54,46 @@ bool launch_kernel(const FusedShape& shape, const ForwardArgs& args, gpuStream_t
   return false;  // too deep for shared memory: the streaming kernel decides next
 }
 
+// The TMA kernel (wgmma_tma_kernel.cuh) moves whole 64-row tiles by tensor copies; it needs rows
+// the copy engine can describe (encode_row_tiles: 16-byte aligned rows and strides). Measured
+// against the row-copying kernel on an H200 (docs/PERFORMANCE.md, 2026-12-04 eighth session):
+// 4.50 -> 4.42, 8.37 -> 7.23, 21.7 -> 20.1, 77.8 -> 70.6 and 293 -> 273 µs at 2^14 .. 2^22 rows.
+// tma_inference() (forward_choice.h) switches it off for comparisons.
+template <typename T>
+bool launch_tma_kernel(const FusedShape& shape, const ForwardArgs& args, gpuStream_t stream) {
+  if (!tma_inference()) return false;
+  CUtensorMap in_map, out_map;
+  if (!encode_row_tiles(&in_map, args.input, args.batch, args.ld_in) ||
+      !encode_row_tiles(&out_map, args.output, args.batch, args.ld_out))
+    return false;
+  const KernelShape ks = kernel_shape(shape, true);
+  wgmma::TmaPlan p;
+  p.weights_bytes = wgmma::all_layers_bytes(wgmma::kTmaWidth, ks);
+  p.n_tiles = (args.batch + wgmma::kGroupRows - 1) / wgmma::kGroupRows;
+  const size_t smem = wgmma::tma_smem_bytes(p.weights_bytes, wgmma::kTmaGroups);
+  const auto kernel = wgmma::tma_inference_kernel<T, Epilogue::Relu, Epilogue::Identity>;
+  const int threads = wgmma::kTmaGroups * wgmma::kGroupThreads;
+  const int64_t blocks = persistent_grid_blocks(reinterpret_cast<const void*>(kernel), threads, smem, p.n_tiles, wgmma::kTmaGroups);
+  if (blocks < 1) return false;  // too deep for shared memory
+  kernel<<<static_cast<unsigned>(blocks), threads, smem, stream>>>(in_map, out_map, ks,
+                                                                   static_cast<const uint16_t*>(args.weights), p);
+  TF_GPU_CHECK_LAUNCH("wgmma::tma_inference_kernel");
+  count_tma_inference_launch();
+  return true;
+}
+
 // The square ReLU network (input, hidden and output all WIDTH wide, no output activation: the
-// benchmark's and the usual production shape) has its own kernel with those widths built in.
+// benchmark's and the usual production shape) has its own kernels with those widths built in:
+// at 64 wide the TMA kernel where the rows allow, else the row-copying square instance.
 template <typename T, int WIDTH, Epilogue HIDDEN, Epilogue OUT>
 bool launch_variant(const FusedShape& shape, const ForwardArgs& args, gpuStream_t stream) {
   if constexpr (HIDDEN == Epilogue::Relu && OUT == Epilogue::Identity) {
     const bool aligned = (reinterpret_cast<uintptr_t>(args.weights) & 15) == 0;
-    if (shape.in_width == WIDTH && shape.out_width == WIDTH && aligned)
+    if (shape.in_width == WIDTH && shape.out_width == WIDTH && aligned) {
+      if constexpr (WIDTH == wgmma::kTmaWidth)
+        if (launch_tma_kernel<T>(shape, args, stream)) return true;
       return launch_kernel<T, WIDTH, HIDDEN, OUT, true>(shape, args, stream);
+    }
   }
   return launch_kernel<T, WIDTH, HIDDEN, OUT, false>(shape, args, stream);
 }

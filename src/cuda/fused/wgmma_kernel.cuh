@@ -48,8 +48,6 @@ constexpr int kBlockCols = 64; // input columns per swizzled weight block (128 b
 __device__ __forceinline__ void fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
-template <int PENDING>
-__device__ __forceinline__ void wait_group() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(PENDING) : "memory"); }
 // Makes generic-proxy writes to shared memory (the staged weights) visible to wgmma's reads.
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
@@ -362,66 +360,13 @@ __device__ __forceinline__ void output_layer(const uint32_t (&x)[WIDTH / 16][4],
   }
 }
 
-// A square layer (WIDTH outputs from WIDTH inputs) as CHAINS independent accumulator chains of
-// WIDTH / CHAINS columns each: every column still sums its 16-deep products in the same order,
-// so the values are the one-chain product's bit for bit, but the tensor cores can work on one
-// chain while another's last product is in flight. Chains [c0, c1) issued k-step by k-step.
-template <typename T, int WIDTH, int CHAINS>
-__device__ __forceinline__ void issue_chains(float (&d)[WIDTH / 2], const uint32_t (&x)[WIDTH / 16][4], uint32_t w,
-                                             int c0, int c1) {
-  constexpr int NC = WIDTH / CHAINS;
-#pragma unroll
-  for (int ks = 0; ks < WIDTH / 16; ++ks)
-#pragma unroll
-    for (int c = c0; c < c1; ++c)
-      wgmma_rs<T, NC>(*reinterpret_cast<float(*)[NC / 2]>(d + c * (NC / 2)), x[ks], b_step(w, WIDTH, c * NC, ks),
-                      ks > 0 ? 1 : 0);
-}
-// Fragments j0 .. j1 - 1 (16 columns each) of the accumulators, finished.
-template <typename T, int N, Epilogue E>
-__device__ __forceinline__ void finish_range(uint32_t (&a)[N / 16][4], const float (&d)[N / 2], Activation act, int j0,
-                                             int j1) {
-#pragma unroll
-  for (int j = j0; j < j1; ++j)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) a[j][i] = finish_pair<T, E>(d[8 * j + 2 * i], d[8 * j + 2 * i + 1], act);
-}
-// y = E(x W^T) for a square layer. OVERLAP (two chains): the first chain is its own wgmma
-// group, finished while the second still runs.
-template <typename T, int WIDTH, Epilogue E, int CHAINS, bool OVERLAP>
-__device__ __forceinline__ void square_layer(uint32_t (&y)[WIDTH / 16][4], const uint32_t (&x)[WIDTH / 16][4],
-                                             uint32_t w, Activation act) {
-  constexpr int KS = WIDTH / 16;
-  float d[WIDTH / 2];
-  fence();
-  if constexpr (OVERLAP) {
-    static_assert(CHAINS == 2, "overlap splits a layer in two chains");
-    issue_chains<T, WIDTH, 2>(d, x, w, 0, 1);
-    commit();
-    issue_chains<T, WIDTH, 2>(d, x, w, 1, 2);
-    commit();
-    wait_group<1>();
-    finish_range<T, WIDTH, E>(y, d, act, 0, KS / 2);
-    wait_group<0>();
-    finish_range<T, WIDTH, E>(y, d, act, KS / 2, KS);
-  } else {
-    issue_chains<T, WIDTH, CHAINS>(d, x, w, 0, CHAINS);
-    commit();
-    wait_all();
-    finish_range<T, WIDTH, E>(y, d, act, 0, KS);
-  }
-}
-
 // Probe hooks, for the timeline probe (benchmarks/probes/wgmma_timeline.cu) and no one else:
 // PROBE::at(k) runs at the kernel's milestones (k below), and the probe can leave out the row
 // loads, the layers (the stage's rows go back out as they came) or the stores, to see what each
 // costs. Production instances take NoProbe: everything on, no marks, the same code as without.
 struct NoProbe {
   static constexpr bool kLoads = true, kCompute = true, kStores = true;
-  static constexpr int kChains = 1;  // square layers as this many accumulator chains (square_layer)
-  static constexpr bool kOverlap = false;
   static constexpr bool kWeights = true;  // stage the weights (false: compute with what smem holds)
-  static constexpr int kBlockGroups = 0;  // launch bounds for blocks of this many warpgroups, one per SM (0: max_groups)
   __device__ __forceinline__ static void at(int) {}
 };
 enum Mark : int {
@@ -500,24 +445,7 @@ __device__ __forceinline__ void inference_body(const KernelShape& s, const Forwa
     __syncwarp();                      // ... and every lane's
     if (n < kMarkTiles) PROBE::at(kMarkTile + 3 * n);
 
-    if constexpr (SQUARE && PROBE::kCompute && (PROBE::kChains > 1 || PROBE::kOverlap)) {
-      uint32_t x[KS][4], y[KS][4];
-#pragma unroll
-      for (int ks = 0; ks < KS; ++ks) px::ldmatrix_x4(x[ks], block_row(stage, pitch, 16 * ks, lane));
-      uint32_t w = w_base;
-      for (int l = 0; l < s.n_hidden; ++l, w += kHiddenBytes) {
-        square_layer<T, WIDTH, HIDDEN, PROBE::kChains, PROBE::kOverlap>(y, x, w, s.act);
-#pragma unroll
-        for (int ks = 0; ks < KS; ++ks)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) x[ks][i] = y[ks][i];
-      }
-      __syncwarp();  // every lane's reads of the input in this stage are done before it is overwritten
-      square_layer<T, WIDTH, OUT, PROBE::kChains, PROBE::kOverlap>(y, x, w, s.out_act);
-#pragma unroll
-      for (int j = 0; j < KS; ++j) px::stmatrix_x4(block_row(stage, pitch, 16 * j, lane), y[j]);
-      __syncwarp();
-    } else if constexpr (PROBE::kCompute) {
+    if constexpr (PROBE::kCompute) {
       float d[WIDTH / 2];
       uint32_t a[KS][4];
       first_product<T, WIDTH>(d, stage, pitch, in_width, w_base, lane);
@@ -553,12 +481,8 @@ __device__ __forceinline__ void inference_body(const KernelShape& s, const Forwa
 // Register budgets: two blocks of two warpgroups per SM at 64 wide (128 registers; the square
 // kernel takes 134 unbounded, the others 105-113; capping for three blocks, 80, spills), one
 // block of three at 128 wide.
-template <int WIDTH, typename PROBE>
-constexpr int bound_threads() { return (PROBE::kBlockGroups ? PROBE::kBlockGroups : max_groups(WIDTH)) * kGroupThreads; }
-template <int WIDTH, typename PROBE>
-constexpr int bound_blocks() { return PROBE::kBlockGroups ? 1 : min_blocks_per_sm(WIDTH); }
 template <typename T, int WIDTH, int STAGES, Epilogue HIDDEN, Epilogue OUT, bool SQUARE, typename PROBE = NoProbe>
-__global__ void __launch_bounds__(bound_threads<WIDTH, PROBE>(), bound_blocks<WIDTH, PROBE>())
+__global__ void __launch_bounds__(max_groups(WIDTH) * kGroupThreads, min_blocks_per_sm(WIDTH))
     inference_kernel(KernelShape s, ForwardArgs args, Plan p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   inference_body<T, WIDTH, STAGES, HIDDEN, OUT, SQUARE, PROBE>(s, args, p);

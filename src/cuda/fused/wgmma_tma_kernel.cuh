@@ -6,7 +6,8 @@
 // the arithmetic, holding the tiles back):
 //  - one thread per warpgroup asks the copy engine (TMA) for a whole 64-row tile (8 KB) at a
 //    time, 128-byte swizzled, completing on a shared-memory barrier; the other threads issue no
-//    copy instructions at all, so the first rows are requested as the kernel starts;
+//    row copies at all, so the first rows are requested as the kernel starts, and the next
+//    tile is requested when the current one has landed;
 //  - the first layer reads its A operand straight from that tile by descriptor (wgmma with both
 //    operands in shared memory: the same products as from registers, bit for bit);
 //  - the output goes through a swizzled shared tile (stmatrix, conflict free) and back to global
@@ -25,7 +26,7 @@ namespace tinyfuse::cuda::fused::wgmma {
 
 constexpr int kTmaWidth = 64;
 constexpr int kTmaTileBytes = kGroupRows * kTmaWidth * 2;  // a 64-row tile of FP16/BF16
-constexpr int kTmaStages = 2;                              // input tiles in flight per warpgroup
+constexpr int kTmaStages = 2;                              // input tiles per warpgroup (one landing, one in use)
 constexpr int kTmaOutTiles = 2;                            // output tiles per warpgroup
 constexpr int kTmaGroups = 2;                              // warpgroups per block (two blocks per SM)
 
@@ -35,9 +36,9 @@ struct TmaPlan {
 };
 
 // Shared bytes: alignment slack, the weights, each warpgroup's tiles, then its barriers.
-__host__ __device__ constexpr size_t tma_smem_bytes(int weights_bytes, int groups, int out_tiles = kTmaOutTiles) {
+__host__ __device__ constexpr size_t tma_smem_bytes(int weights_bytes, int groups) {
   return 1024 + static_cast<size_t>(weights_bytes) +
-         static_cast<size_t>(groups) * ((kTmaStages + out_tiles) * kTmaTileBytes + kTmaStages * 8) + 8;
+         static_cast<size_t>(groups) * ((kTmaStages + kTmaOutTiles) * kTmaTileBytes + kTmaStages * 8);
 }
 
 // The 16-byte chunk `chunk` of row `row` of a 128-byte-swizzled tile (the layout TMA writes with
@@ -46,15 +47,10 @@ __device__ __forceinline__ uint32_t swizzled_chunk(uint32_t tile, int row, int c
   return tile + row * 128 + ((chunk ^ (row & 7)) << 4);
 }
 
-// Experiments (timeline probe): OUT_TILES output tiles per warpgroup, launch bounds for
-// BLOCKS_PER_SM blocks, EAGER: both input stages requested at the start and a stage refilled as
-// soon as its tile is read (else the next tile is requested when the current one has landed).
-// W_TMA: the weights come by tensor copies too (w_map: the layers' rows, 64 at a time).
-template <typename T, Epilogue HIDDEN, Epilogue OUT, typename PROBE = NoProbe, int OUT_TILES = kTmaOutTiles,
-          int BLOCKS_PER_SM = 2, bool EAGER = true, bool W_TMA = false>
-__global__ void __launch_bounds__(kTmaGroups * kGroupThreads, BLOCKS_PER_SM)
+template <typename T, Epilogue HIDDEN, Epilogue OUT, typename PROBE = NoProbe>
+__global__ void __launch_bounds__(kTmaGroups * kGroupThreads, 2)
     tma_inference_kernel(const __grid_constant__ CUtensorMap in_map, const __grid_constant__ CUtensorMap out_map,
-                         const __grid_constant__ CUtensorMap w_map, KernelShape s, const uint16_t* weights, TmaPlan p) {
+                         KernelShape s, const uint16_t* weights, TmaPlan p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int KS = kTmaWidth / 16;
   constexpr int kLayerBytes = layer_bytes(kTmaWidth, kTmaWidth);
@@ -63,48 +59,34 @@ __global__ void __launch_bounds__(kTmaGroups * kGroupThreads, BLOCKS_PER_SM)
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int groups = blockDim.x / kGroupThreads, group = warp / 4, warp_in_group = warp % 4;
   const bool leader = threadIdx.x % kGroupThreads == 0;
-  const uint32_t tiles = w_base + p.weights_bytes + group * (kTmaStages + OUT_TILES) * kTmaTileBytes;
+  const uint32_t tiles = w_base + p.weights_bytes + group * (kTmaStages + kTmaOutTiles) * kTmaTileBytes;
   const uint32_t outs = tiles + kTmaStages * kTmaTileBytes;
-  const uint32_t bars = w_base + p.weights_bytes + groups * (kTmaStages + OUT_TILES) * kTmaTileBytes + group * kTmaStages * 8;
-  const uint32_t w_bar = w_base + p.weights_bytes + groups * ((kTmaStages + OUT_TILES) * kTmaTileBytes + kTmaStages * 8);
+  const uint32_t bars = w_base + p.weights_bytes + groups * (kTmaStages + kTmaOutTiles) * kTmaTileBytes + group * kTmaStages * 8;
   const int64_t first = static_cast<int64_t>(blockIdx.x) * groups + group;
   const int64_t step = static_cast<int64_t>(gridDim.x) * groups;
   const int64_t n_tiles = p.n_tiles;
   const int barrier_id = 1 + group;  // the warpgroup's own hardware barrier (0 is __syncthreads)
   PROBE::at(kMarkEntry);
+  // The tile in stage `st` (its barrier's bytes: one tile).
+  auto request = [&](int st, int64_t tile) {
+    tma::mbarrier_arrive_expect_tx(bars + 8 * st, kTmaTileBytes);
+    tma::load_2d(tiles + st * kTmaTileBytes, &in_map, 0, static_cast<int>(tile * kGroupRows), bars + 8 * st);
+  };
 
-  // The leader asks for the first tiles before anything else.
+  // The leader asks for the first tile before anything else.
   if (leader) {
     tma::prefetch_map(&in_map);
     tma::prefetch_map(&out_map);
     for (int st = 0; st < kTmaStages; ++st) tma::mbarrier_init(bars + 8 * st, 1);
     tma::fence_barrier_init();
-    for (int st = 0; st < (EAGER ? kTmaStages : 1); ++st) {
-      const int64_t tile = first + st * step;
-      if (tile >= n_tiles) break;
-      tma::mbarrier_arrive_expect_tx(bars + 8 * st, kTmaTileBytes);
-      tma::load_2d(tiles + st * kTmaTileBytes, &in_map, 0, static_cast<int>(tile * kGroupRows), bars + 8 * st);
-    }
+    if (first < n_tiles) request(0, first);
   }
-  if constexpr (W_TMA) {
-    if (threadIdx.x == 0) {
-      tma::prefetch_map(&w_map);
-      tma::mbarrier_init(w_bar, 1);
-      tma::fence_barrier_init();
-      tma::mbarrier_arrive_expect_tx(w_bar, (s.n_hidden + 1) * kLayerBytes);
-      for (int l = 0; l <= s.n_hidden; ++l) tma::load_2d(w_base + l * kLayerBytes, &w_map, 0, l * kTmaWidth, w_bar);
-    }
-    PROBE::at(kMarkIssued);
-    __syncthreads();  // the barriers' initialisation, for every thread
-    tma::mbarrier_wait(w_bar, 0);
-  } else {
-    stage_full_rows<kTmaWidth>(w_base, weights, (s.n_hidden + 1) * kTmaWidth);
-    px::cp_async_commit();
-    PROBE::at(kMarkIssued);
-    px::cp_async_wait<0>();
-    fence_proxy_async();
-    __syncthreads();  // the weights and the barriers' initialisation, for every thread
-  }
+  if constexpr (PROBE::kWeights) stage_full_rows<kTmaWidth>(w_base, weights, (s.n_hidden + 1) * kTmaWidth);
+  px::cp_async_commit();
+  PROBE::at(kMarkIssued);
+  px::cp_async_wait<0>();
+  fence_proxy_async();
+  __syncthreads();  // the weights and the barriers' initialisation, for every thread
   PROBE::at(kMarkStaged);
 
   // This lane's stmatrix row (within the tile) and its chunk offset (0 or 1) in a 16-column block.
@@ -115,14 +97,10 @@ __global__ void __launch_bounds__(kTmaGroups * kGroupThreads, BLOCKS_PER_SM)
     const uint32_t in_tile = tiles + st * kTmaTileBytes;
     tma::mbarrier_wait(bars + 8 * st, (n / kTmaStages) & 1);
     if (n < kMarkTiles) PROBE::at(kMarkTile + 3 * n);
-    if constexpr (!EAGER) {  // the other stage's tile was read an iteration ago
-      const int64_t next = tile + step;
-      const int other = (n + 1) % kTmaStages;
-      if (leader && next < n_tiles) {
-        tma::mbarrier_arrive_expect_tx(bars + 8 * other, kTmaTileBytes);
-        tma::load_2d(tiles + other * kTmaTileBytes, &in_map, 0, static_cast<int>(next * kGroupRows), bars + 8 * other);
-      }
-    }
+    // The next tile now, not sooner: with one tile per warpgroup in flight the first tiles land
+    // before the DRAM queues fill with later ones (measured faster at 2^16 and from 2^20 on than
+    // asking for two at once, docs/PERFORMANCE.md). Its stage's tile was read an iteration ago.
+    if (leader && tile + step < n_tiles) request((n + 1) % kTmaStages, tile + step);
 
     float d[kTmaWidth / 2];
     fence();
@@ -131,15 +109,8 @@ __global__ void __launch_bounds__(kTmaGroups * kGroupThreads, BLOCKS_PER_SM)
       wgmma_ss<T, kTmaWidth>(d, b_descriptor(in_tile + ks * 32), b_step(w_base, kTmaWidth, 0, ks), ks > 0 ? 1 : 0);
     commit();
     wait_all();
-    // Every warp's products have read the tile: its stage takes the tile after next.
+    // Every warp's products have read the tile before the leader reuses its stage.
     tma::named_sync(barrier_id, kGroupThreads);
-    if (EAGER && leader) {
-      const int64_t next = tile + kTmaStages * step;
-      if (next < n_tiles) {
-        tma::mbarrier_arrive_expect_tx(bars + 8 * st, kTmaTileBytes);
-        tma::load_2d(in_tile, &in_map, 0, static_cast<int>(next * kGroupRows), bars + 8 * st);
-      }
-    }
     uint32_t a[KS][4];
     to_fragments<T, kTmaWidth, HIDDEN>(a, d, s.act);
     uint32_t w = w_base + kLayerBytes;
@@ -152,8 +123,8 @@ __global__ void __launch_bounds__(kTmaGroups * kGroupThreads, BLOCKS_PER_SM)
     if (n < kMarkTiles) PROBE::at(kMarkTile + 3 * n + 1);
 
     // Out through this tile's output buffer, once the store that used it two tiles ago has read it.
-    const uint32_t out_tile = outs + (n % OUT_TILES) * kTmaTileBytes;
-    if (leader) tma::store_wait_read<OUT_TILES - 1>();
+    const uint32_t out_tile = outs + (n % kTmaOutTiles) * kTmaTileBytes;
+    if (leader) tma::store_wait_read<kTmaOutTiles - 1>();
     tma::named_sync(barrier_id, kGroupThreads);
 #pragma unroll
     for (int j = 0; j < KS; ++j) px::stmatrix_x4(swizzled_chunk(out_tile, out_row, 2 * j + out_half), a[j]);
