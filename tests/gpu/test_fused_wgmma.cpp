@@ -11,7 +11,7 @@
 // 1 .. 300001, strided views, parameters off the 16-byte grid (the square kernel is for aligned
 // ones); outputs poisoned with NaN first. The square 64-wide ReLU network runs on the kernel that
 // moves whole tiles by tensor copies (wgmma_tma_kernel.cuh) where its rows allow, else on the
-// row-copying square instance: both are checked, and which one ran. Runs on the device machine; skips
+// row-copying square instance (the tma_inference() switch): both are checked, and which one ran. Runs on the device machine; skips
 // without a GPU, and without a compute capability 9.0 device or sm_90a code in the build.
 #include <gtest/gtest.h>
 
@@ -212,9 +212,11 @@ TEST_F(FusedWgmma, LargeBatchesAndStridedViews) {
 namespace {
 
 // The square 64-wide ReLU network on Hopper has two kernels: whole tiles by tensor copies
-// (wgmma_tma_kernel.cuh) where the rows allow, else the row-copying one. Both must give the
-// mma.sync kernels' bits, with partial last tiles, wide aligned rows (the tensor copies' row
-// stride) and rows the copy engine cannot take (odd stride, element-aligned: the fallback).
+// (wgmma_tma_kernel.cuh), and the row-copying one it falls back to (switched off here, or rows
+// the copy engine cannot describe; FullyFusedMLP hands kernels 16-byte aligned rows with strides
+// of a multiple of 8 elements, so in practice only batches past 2^31 rows). Both must give the
+// mma.sync kernels' bits, with partial last tiles, wide rows used in place (a row stride the
+// tensor copies must follow, padding that must stay untouched) and staged strided views.
 TEST_F(FusedWgmma, TensorCopyKernelAndItsFallbackMatch) {
   uint64_t seed = 2000;
   for (DType p : {DType::F16, DType::BF16})
@@ -234,11 +236,11 @@ TEST_F(FusedWgmma, TensorCopyKernelAndItsFallbackMatch) {
           const unsigned long long ran = fused::tma_inference_launches() - before;
           fused::force_tma_inference(true);
           if (HasFatalFailure()) return;
-          // check() runs inference three or four times with the Hopper kernels allowed.
-          if (tma && layout != 1)
-            EXPECT_GE(ran, 3u) << describe(c) << ": the tensor-copy kernel did not run";
+          // check() runs inference two or three times with the Hopper kernels allowed.
+          if (tma)
+            EXPECT_GE(ran, 2u) << describe(c) << ": the tensor-copy kernel did not run";
           else
-            EXPECT_EQ(ran, 0u) << describe(c) << ": the tensor-copy kernel ran where it must not";
+            EXPECT_EQ(ran, 0u) << describe(c) << ": the tensor-copy kernel ran though switched off";
         }
 }
 
