@@ -11,11 +11,15 @@ SS_WIDTHS = [64]  # the TMA kernel's first layer (wgmma_tma_kernel.cuh)
 TYPES = [("__half", "f16"), ("__nv_bfloat16", "bf16")]
 
 
-def wrapper(ctype, ptx_type, n):
+def accumulators(n):
+    """FP32 accumulators of m64nNk16: their count, their asm operand list, their constraints."""
     acc = n // 2
-    regs = ", ".join(f"%{i}" for i in range(acc))
-    a0 = acc
-    outs = ", ".join(f'"+f"(d[{i}])' for i in range(acc))
+    return acc, ", ".join(f"%{i}" for i in range(acc)), ", ".join(f'"+f"(d[{i}])' for i in range(acc))
+
+
+def wrapper(ctype, ptx_type, n):
+    acc, regs, outs = accumulators(n)
+    a0 = acc  # the first operand after the accumulators
     return f'''template <>
 __device__ __forceinline__ void wgmma_rs<{ctype}, {n}>(float (&d)[{acc}], const uint32_t (&a)[4], uint64_t b_desc,
                                                    int accumulate) {{
@@ -30,10 +34,8 @@ __device__ __forceinline__ void wgmma_rs<{ctype}, {n}>(float (&d)[{acc}], const 
 
 
 def wrapper_ss(ctype, ptx_type, n):
-    acc = n // 2
-    regs = ", ".join(f"%{i}" for i in range(acc))
+    acc, regs, outs = accumulators(n)
     a0 = acc
-    outs = ", ".join(f'"+f"(d[{i}])' for i in range(acc))
     return f'''template <>
 __device__ __forceinline__ void wgmma_ss<{ctype}, {n}>(float (&d)[{acc}], uint64_t a_desc, uint64_t b_desc, int accumulate) {{
   asm volatile(
