@@ -89,7 +89,7 @@ def train(rank, world, local_rank, a):
         # Free the DDP wrapper (its reference cycles hold the process group and the last
         # collective's tensors) while the interpreter is whole: else gloo's worker thread may
         # release those tensors during interpreter shutdown, and taking the GIL then ends the
-        # thread mid-destructor, which aborts the process (torch 2.15, seen in CI: 2 of 15 runs).
+        # thread mid-destructor, which aborts the process (torch 2.15: 3 of 19 test runs here).
         gc.collect()
         dist.destroy_process_group()
 
