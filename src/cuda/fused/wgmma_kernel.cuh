@@ -360,6 +360,20 @@ __device__ __forceinline__ void output_layer(const uint32_t (&x)[WIDTH / 16][4],
   }
 }
 
+// The first layer's accumulators `d` finished into `a`, then hidden layers 1 .. n_hidden - 1
+// (WIDTH -> WIDTH, weights from `w` on): `a` ends as the last hidden layer's output, and the
+// result is where the output layer's weights start.
+template <typename T, int WIDTH, Epilogue HIDDEN>
+__device__ __forceinline__ uint32_t hidden_layers(uint32_t (&a)[WIDTH / 16][4], float (&d)[WIDTH / 2], uint32_t w,
+                                                  const KernelShape& s) {
+  to_fragments<T, WIDTH, HIDDEN>(a, d, s.act);
+  for (int l = 1; l < s.n_hidden; ++l, w += layer_bytes(WIDTH, WIDTH)) {
+    product<T, WIDTH, WIDTH / 16>(d, a, w, WIDTH, 0);
+    to_fragments<T, WIDTH, HIDDEN>(a, d, s.act);
+  }
+  return w;
+}
+
 // Probe hooks, for the timeline probe (benchmarks/probes/wgmma_timeline.cu) and no one else:
 // PROBE::at(k) runs at the kernel's milestones (k below), and the probe can leave out the row
 // loads, the layers (the stage's rows go back out as they came) or the stores, to see what each
@@ -386,7 +400,6 @@ enum Mark : int {
 template <typename T, int WIDTH, int STAGES, Epilogue HIDDEN, Epilogue OUT, bool SQUARE, typename PROBE>
 __device__ __forceinline__ void inference_body(const KernelShape& s, const ForwardArgs& args, const Plan& p) {
   constexpr int KS = WIDTH / 16;
-  constexpr int kHiddenBytes = layer_bytes(WIDTH, WIDTH);
   constexpr int kSquarePitch = (WIDTH + kSmemPad) * static_cast<int>(sizeof(T));
   extern __shared__ __align__(1024) unsigned char smem[];
   const uint32_t w_base = (px::shared_address(smem) + 1023u) & ~1023u;  // the swizzle works in 1024-byte blocks
@@ -449,12 +462,7 @@ __device__ __forceinline__ void inference_body(const KernelShape& s, const Forwa
       float d[WIDTH / 2];
       uint32_t a[KS][4];
       first_product<T, WIDTH>(d, stage, pitch, in_width, w_base, lane);
-      to_fragments<T, WIDTH, HIDDEN>(a, d, s.act);
-      uint32_t w = w_base + p.first_layer_bytes;
-      for (int l = 1; l < s.n_hidden; ++l, w += kHiddenBytes) {
-        product<T, WIDTH, KS>(d, a, w, WIDTH, 0);
-        to_fragments<T, WIDTH, HIDDEN>(a, d, s.act);
-      }
+      const uint32_t w = hidden_layers<T, WIDTH, HIDDEN>(a, d, w_base + p.first_layer_bytes, s);
       __syncwarp();  // every lane's reads of the input in this stage are done before it is overwritten
       output_layer<T, WIDTH, OUT>(a, d, w, out_width, stage, pitch, s.out_act, lane);
       __syncwarp();

@@ -112,12 +112,7 @@ __global__ void __launch_bounds__(kTmaGroups * kGroupThreads, 2)
     // Every warp's products have read the tile before the leader reuses its stage.
     tma::named_sync(barrier_id, kGroupThreads);
     uint32_t a[KS][4];
-    to_fragments<T, kTmaWidth, HIDDEN>(a, d, s.act);
-    uint32_t w = w_base + kLayerBytes;
-    for (int l = 1; l < s.n_hidden; ++l, w += kLayerBytes) {
-      product<T, kTmaWidth, KS>(d, a, w, kTmaWidth, 0);
-      to_fragments<T, kTmaWidth, HIDDEN>(a, d, s.act);
-    }
+    const uint32_t w = hidden_layers<T, kTmaWidth, HIDDEN>(a, d, w_base + kLayerBytes, s);
     product<T, kTmaWidth, KS>(d, a, w, kTmaWidth, 0);
     to_fragments<T, kTmaWidth, OUT>(a, d, s.out_act);
     if (n < kMarkTiles) PROBE::at(kMarkTile + 3 * n + 1);
