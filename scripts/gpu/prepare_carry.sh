@@ -9,7 +9,7 @@ cmake -S . -B build-dev -DCMAKE_BUILD_TYPE=Release -DTINYFUSE_CUDA=ON -DCMAKE_CU
   -DTINYFUSE_BUILD_TESTS=ON -DTINYFUSE_BUILD_TOOLS=ON -DTINYFUSE_BUILD_BENCHMARKS=ON >/dev/null
 cmake --build build-dev -j"$(nproc)" --target ${targets[*]}
 rm -rf .devcarry && mkdir -p .devcarry/bin .devcarry/lib
-for f in build-dev/tests/tinyfuse_gpu_tests build-dev/tests/tinyfuse_fused_tests build-dev/tests/tinyfuse_fused_determinism build-dev/tests/tinyfuse_tests build-dev/benchmarks/tinyfuse-bench build-dev/benchmarks/tinyfuse-wgmma-timeline build-dev/tools/cli/tinyfuse; do
+for f in build-dev/tests/tinyfuse_gpu_tests build-dev/tests/tinyfuse_fused_tests build-dev/tests/tinyfuse_fused_determinism build-dev/tests/tinyfuse_tests build-dev/benchmarks/tinyfuse-bench build-dev/benchmarks/tinyfuse-wgmma-timeline build-dev/benchmarks/tinyfuse-host-costs build-dev/tools/cli/tinyfuse; do
   [ -x "$f" ] && cp "$f" .devcarry/bin/
 done
 # OpenBLAS (the CPU reference's BLAS) with its Fortran runtime, and stb (the CLI's images), are not
