@@ -7,9 +7,10 @@
 // and without the tensor-copy kernel) and Width64FusedMLP, so a difference between two calls can
 // be pinned on a piece.
 //
-// Each item: `rounds` rounds of `per_round` calls timed by the host clock; the GPU is drained
-// between rounds, so queued launches never wait for room in the queue. Reported: the median
-// over rounds of the time per call, and the fastest round.
+// Each item, two ways: `rounds` rounds of `per_round` calls queued back to back, timed by the host
+// clock, the GPU drained between rounds so launches never wait for room in the queue (the median
+// over rounds of the time per call, and the fastest round); and 4 x `rounds` single calls, each
+// timed alone with the GPU drained after it, as when the host waits for every call (median).
 //
 // Usage: tinyfuse-host-costs [--rounds 40] [--per-round 64] [--batch-log2 14] [--out FILE.json]
 #include <cuda_runtime.h>
@@ -26,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cuda/fused/forward_choice.h"
+#include "cuda/fused/launch.h"
 #include "cuda/fused/launch_config.h"
 #include "cuda/fused/tensor_maps.h"
 #include "tinyfuse/tinyfuse.h"
@@ -58,7 +60,8 @@ void check(cudaError_t e, const char* what) {
 
 struct Item {
   std::string name;
-  double median_ns = 0, best_ns = 0;
+  double median_ns = 0, best_ns = 0;  // queued: rounds of calls back to back
+  double waits_ns = 0;                // one call at a time, the GPU drained after each (untimed)
 };
 
 class Timer {
@@ -79,8 +82,16 @@ class Timer {
       check(cudaDeviceSynchronize(), name.c_str());
     }
     std::sort(ns.begin(), ns.end());
-    Item it{name, ns[ns.size() / 2], ns.front()};
-    std::printf("  %-62s %9.0f ns %9.0f ns\n", name.c_str(), it.median_ns, it.best_ns);
+    std::vector<double> one;
+    for (int i = 0; i < rounds_ * 4; ++i) {
+      const Clock::time_point t0 = Clock::now();
+      call();
+      one.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count());
+      check(cudaStreamSynchronize(stream_), name.c_str());
+    }
+    std::sort(one.begin(), one.end());
+    Item it{name, ns[ns.size() / 2], ns.front(), one[one.size() / 2]};
+    std::printf("  %-62s %9.0f ns %9.0f ns %9.0f ns\n", name.c_str(), it.median_ns, it.best_ns, it.waits_ns);
     return it;
   }
 
@@ -137,7 +148,7 @@ int main(int argc, char** argv) try {
   cudaStream_t stream;
   check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
   const int64_t batch = int64_t{1} << batch_log2;
-  std::printf("tinyfuse-host-costs on %s: host time per call, %d rounds of %d calls (median, fastest round)\n",
+  std::printf("tinyfuse-host-costs on %s: host time per call: queued (%d rounds of %d calls: median, fastest round), one at a time (median)\n",
               prop.name, rounds, per_round);
   Timer t(rounds, per_round, stream);
   std::vector<Item> items;
@@ -157,6 +168,9 @@ int main(int argc, char** argv) try {
   CUtensorMap map;
   items.push_back(t.time("encode_row_tiles (one tensor map)", [&] {
     if (!fused::encode_row_tiles(&map, rows, batch, 64)) throw std::runtime_error("no tensor map");
+  }));
+  items.push_back(t.time("row_tiles (the same tensor map again: this thread's recent maps)", [&] {
+    if (!fused::row_tiles(&map, rows, batch, 64)) throw std::runtime_error("no tensor map");
   }));
   cudaEvent_t ev;
   check(cudaEventCreateWithFlags(&ev, cudaEventDefault), "event");
@@ -184,6 +198,18 @@ int main(int argc, char** argv) try {
     const unsigned long long before = fused::tma_inference_launches();
     items.push_back(t.time("FullyFusedMLP inference " + b + ", tensor-copy kernel", [&] { ff.net->inference(ff.vin, ff.vout); }));
     if (fused::tma_inference_launches() == before) std::printf("    (note: the tensor-copy kernel did not run)\n");
+    fused::ForwardArgs args;
+    args.batch = batch;
+    args.input = ff.vin.data;
+    args.ld_in = 64;
+    args.weights = ff.params.data();
+    args.output = ff.vout.data;
+    args.ld_out = ff.vout.strides[0];
+    fused::FusedShape shape;
+    shape.width = 64, shape.in_width = 64, shape.out_width = static_cast<int>(ff.net->padded_output_width());
+    shape.n_hidden = 2;
+    items.push_back(t.time("fused::launch_forward " + b + " (no network checks), tensor-copy kernel",
+                           [&] { fused::launch_forward(tf::DType::F16, shape, args, stream); }));
     fused::force_tma_inference(false);
     items.push_back(t.time("FullyFusedMLP inference " + b + ", row-copying kernel", [&] { ff.net->inference(ff.vin, ff.vout); }));
     fused::force_tma_inference(true);
@@ -197,7 +223,7 @@ int main(int argc, char** argv) try {
 
   nlohmann::json j = {{"device", prop.name}, {"rounds", rounds}, {"per_round", per_round}, {"batch_log2", batch_log2},
                       {"items", nlohmann::json::array()}};
-  for (const Item& it : items) j["items"].push_back({{"name", it.name}, {"median_ns", it.median_ns}, {"best_ns", it.best_ns}});
+  for (const Item& it : items) j["items"].push_back({{"name", it.name}, {"median_ns", it.median_ns}, {"best_ns", it.best_ns}, {"waits_ns", it.waits_ns}});
   std::ofstream(out) << j.dump(2) << '\n';
   std::printf("wrote %s\n", out.c_str());
   cudaFree(rows);

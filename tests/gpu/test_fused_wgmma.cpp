@@ -21,10 +21,12 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cuda/fused/forward_choice.h"
 #include "cuda/fused/stream_launch.h"
+#include "cuda/fused/tensor_maps.h"
 #include "testing/device_matrix.h"
 #include "tinyfuse/tinyfuse.h"
 
@@ -242,6 +244,35 @@ TEST_F(FusedWgmma, TensorCopyKernelAndItsFallbackMatch) {
           else
             EXPECT_EQ(ran, 0u) << describe(c) << ": the tensor-copy kernel ran though switched off";
         }
+}
+
+}  // namespace
+
+namespace {
+
+// The tensor maps the TMA kernel's launcher remembers (row_tiles, tensor_maps.h) must be the
+// driver's encoding of the same rows byte for byte, whether found among the thread's recent maps
+// or encoded anew after being pushed out, and rows the copy engine cannot describe stay refused.
+TEST_F(FusedWgmma, RememberedTensorMapsEqualFreshEncodings) {
+  void* base = nullptr;
+  ASSERT_EQ(cudaMalloc(&base, 1 << 20), cudaSuccess);
+  char* rows = static_cast<char*>(base);
+  // Twelve layouts (more than the eight remembered), each asked for three times, in two orders.
+  std::vector<std::pair<int64_t, int64_t>> keys;  // (byte offset, rows); ld 64 or 72 by parity
+  for (int i = 0; i < 12; ++i) keys.push_back({int64_t{256} * i, 100 + 37 * i});
+  for (int pass = 0; pass < 3; ++pass)
+    for (int j = 0; j < 12; ++j) {
+      const int i = pass == 1 ? 11 - j : j;
+      const int64_t ld = i % 2 ? 72 : 64;
+      CUtensorMap want{}, got{};
+      ASSERT_TRUE(fused::encode_row_tiles(&want, rows + keys[i].first, keys[i].second, ld));
+      ASSERT_TRUE(fused::row_tiles(&got, rows + keys[i].first, keys[i].second, ld));
+      EXPECT_EQ(std::memcmp(&want, &got, sizeof(CUtensorMap)), 0) << "layout " << i << ", pass " << pass;
+    }
+  CUtensorMap m{};
+  EXPECT_FALSE(fused::row_tiles(&m, rows + 8, 100, 64)) << "rows not 16-byte aligned";
+  EXPECT_FALSE(fused::row_tiles(&m, rows, 100, 68)) << "a row stride of 136 bytes";
+  EXPECT_EQ(cudaFree(base), cudaSuccess);
 }
 
 }  // namespace

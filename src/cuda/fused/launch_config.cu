@@ -12,47 +12,85 @@
 namespace tinyfuse::cuda::fused {
 
 const DeviceLimits& device_limits() {
-  static std::mutex mutex;
-  static std::unordered_map<int, DeviceLimits> cache;  // by device ordinal; entries never move
   int device = 0;
   TF_GPU_CHECK(gpuGetDevice(&device));
+  return device_limits(device);
+}
+
+const DeviceLimits& device_limits(int device) {
+  // This thread's last answer first: every launch asks, and the shared table's lock and lookup
+  // cost more than the runtime's device query (tinyfuse-host-costs, 2026-12-04).
+  thread_local int last_device = -1;
+  thread_local const DeviceLimits* last = nullptr;
+  if (device == last_device) return *last;
+  static std::mutex mutex;
+  static std::unordered_map<int, DeviceLimits> cache;  // by device ordinal; entries never move
   std::lock_guard<std::mutex> lock(mutex);
   auto it = cache.find(device);
-  if (it != cache.end()) return it->second;
-  DeviceLimits d;
-  int smem = 0;
-  TF_GPU_CHECK(gpuDeviceGetAttribute(&d.sm_count, gpuDevAttrMultiProcessorCount, device));
-  TF_GPU_CHECK(gpuDeviceGetAttribute(&smem, gpuDevAttrMaxSharedMemoryPerBlockOptin, device));
-  TF_GPU_CHECK(gpuDeviceGetAttribute(&d.major, gpuDevAttrComputeCapabilityMajor, device));
-  TF_GPU_CHECK(gpuDeviceGetAttribute(&d.minor, gpuDevAttrComputeCapabilityMinor, device));
-  // Threads per block are kWarpsPerBlock x this; the kernels' lane maths uses fused::kWarpSize,
-  // the same number in their device pass (32 on NVIDIA; 32 or 64 by AMD target).
-  TF_GPU_CHECK(gpuDeviceGetAttribute(&d.warp_size, gpuDevAttrWarpSize, device));
-  d.max_smem_per_block = static_cast<size_t>(smem);
-  return cache.emplace(device, d).first->second;
+  if (it == cache.end()) {
+    DeviceLimits d;
+    d.ordinal = device;
+    int smem = 0;
+    TF_GPU_CHECK(gpuDeviceGetAttribute(&d.sm_count, gpuDevAttrMultiProcessorCount, device));
+    TF_GPU_CHECK(gpuDeviceGetAttribute(&smem, gpuDevAttrMaxSharedMemoryPerBlockOptin, device));
+    TF_GPU_CHECK(gpuDeviceGetAttribute(&d.major, gpuDevAttrComputeCapabilityMajor, device));
+    TF_GPU_CHECK(gpuDeviceGetAttribute(&d.minor, gpuDevAttrComputeCapabilityMinor, device));
+    // Threads per block are kWarpsPerBlock x this; the kernels' lane maths uses fused::kWarpSize,
+    // the same number in their device pass (32 on NVIDIA; 32 or 64 by AMD target).
+    TF_GPU_CHECK(gpuDeviceGetAttribute(&d.warp_size, gpuDevAttrWarpSize, device));
+    d.max_smem_per_block = static_cast<size_t>(smem);
+    it = cache.emplace(device, d).first;
+  }
+  last_device = device;
+  last = &it->second;
+  return it->second;
 }
 
 int resident_blocks_per_sm(const void* kernel, int threads, size_t smem) {
+  return resident_blocks_per_sm(device_limits(), kernel, threads, smem);
+}
+
+int resident_blocks_per_sm(const DeviceLimits& dev, const void* kernel, int threads, size_t smem) {
+  using Key = std::tuple<const void*, int, int, size_t>;
+  const Key key = std::make_tuple(kernel, dev.ordinal, threads, smem);
+  // This thread's last few answers first (a network's launches ask about one or two kernels), then
+  // the shared table under its lock.
+  constexpr int kRecent = 4;
+  thread_local Key recent_key[kRecent];
+  thread_local int recent_blocks[kRecent];
+  thread_local int recent_count = 0, recent_next = 0;
+  for (int i = 0; i < recent_count; ++i)
+    if (recent_key[i] == key) return recent_blocks[i];
   static std::mutex mutex;
-  static std::map<std::tuple<const void*, int, int, size_t>, int> cache;
-  int device = 0;
-  TF_GPU_CHECK(gpuGetDevice(&device));
-  const auto key = std::make_tuple(kernel, device, threads, smem);
-  std::lock_guard<std::mutex> lock(mutex);
-  auto it = cache.find(key);
-  if (it != cache.end()) return it->second;
-  TF_GPU_CHECK(gpuFuncSetAttribute(kernel, gpuFuncAttributeMaxDynamicSharedMemorySize,
-                                   static_cast<int>(device_limits().max_smem_per_block)));
+  static std::map<Key, int> cache;
   int n = 0;
-  TF_GPU_CHECK(gpuOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem));
-  cache.emplace(key, n);
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = cache.find(key);
+    if (it != cache.end()) {
+      n = it->second;
+    } else {
+      TF_GPU_CHECK(gpuFuncSetAttribute(kernel, gpuFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(dev.max_smem_per_block)));
+      TF_GPU_CHECK(gpuOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem));
+      cache.emplace(key, n);
+    }
+  }
+  recent_key[recent_next] = key;
+  recent_blocks[recent_next] = n;
+  recent_next = (recent_next + 1) % kRecent;
+  recent_count = std::min(recent_count + 1, kRecent);
   return n;
 }
 
 int64_t persistent_grid_blocks(const void* kernel, int threads, size_t smem, int64_t n_tiles, int tiles_per_block) {
-  const DeviceLimits& dev = device_limits();
+  return persistent_grid_blocks(device_limits(), kernel, threads, smem, n_tiles, tiles_per_block);
+}
+
+int64_t persistent_grid_blocks(const DeviceLimits& dev, const void* kernel, int threads, size_t smem, int64_t n_tiles,
+                               int tiles_per_block) {
   if (smem > dev.max_smem_per_block) return 0;
-  const int per_sm = resident_blocks_per_sm(kernel, threads, smem);
+  const int per_sm = resident_blocks_per_sm(dev, kernel, threads, smem);
   if (per_sm < 1) return 0;
   return std::min<int64_t>((n_tiles + tiles_per_block - 1) / tiles_per_block, static_cast<int64_t>(per_sm) * dev.sm_count);
 }
