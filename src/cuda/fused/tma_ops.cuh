@@ -54,8 +54,6 @@ template <int N>
 __device__ __forceinline__ void store_wait_read() {
   asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
 }
-// Waits until every committed store has completed.
-__device__ __forceinline__ void store_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
 
 // Makes this thread's ordinary shared-memory writes visible to the copy engine.
 __device__ __forceinline__ void fence_shared_to_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }

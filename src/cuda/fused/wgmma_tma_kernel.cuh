@@ -131,7 +131,9 @@ __global__ void __launch_bounds__(kTmaGroups * kGroupThreads, 2)
     }
     if (n < kMarkTiles) PROBE::at(kMarkTile + 3 * n + 2);
   }
-  if (leader) tma::store_wait_all();  // the stores read shared memory that ends with the block
+  // The stores must have read their shared memory before it ends with the block; their writes to
+  // global memory need no wait here (the grid's completion covers them, as for any store).
+  if (leader) tma::store_wait_read<0>();
   PROBE::at(kMarkEnd);
 #else
   __trap();  // built for sm_90a only; wgmma_inference.cu launches it on compute capability 9.0 only
