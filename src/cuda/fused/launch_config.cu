@@ -46,10 +46,6 @@ const DeviceLimits& device_limits(int device) {
   return it->second;
 }
 
-int resident_blocks_per_sm(const void* kernel, int threads, size_t smem) {
-  return resident_blocks_per_sm(device_limits(), kernel, threads, smem);
-}
-
 int resident_blocks_per_sm(const DeviceLimits& dev, const void* kernel, int threads, size_t smem) {
   using Key = std::tuple<const void*, int, int, size_t>;
   const Key key = std::make_tuple(kernel, dev.ordinal, threads, smem);

@@ -23,16 +23,15 @@ const DeviceLimits& device_limits();
 const DeviceLimits& device_limits(int device);
 
 // Blocks of `threads` threads and `smem` bytes of dynamic shared memory of a persistent-grid
-// kernel (the streaming kernels) that fit on one SM of the current device, queried once per
+// kernel (the streaming kernels) that fit on one SM of the device `dev`, queried once per
 // (kernel, device, threads, smem). The kernel's dynamic shared-memory limit is set to the device
 // maximum on the way (never to one launch's size, so threads launching it for different networks
 // cannot lower it under each other).
-int resident_blocks_per_sm(const void* kernel, int threads, size_t smem);
 int resident_blocks_per_sm(const DeviceLimits& dev, const void* kernel, int threads, size_t smem);
 
 // Blocks of a persistent-grid launch over n_tiles tiles, tiles_per_block per block and round: one
 // round's worth, capped at what the SMs hold at once; 0 when not one block fits (smem over the
-// device's limit, or no block resident).
+// device's limit, or no block resident). On the current device, or on `dev`.
 int64_t persistent_grid_blocks(const void* kernel, int threads, size_t smem, int64_t n_tiles, int tiles_per_block);
 int64_t persistent_grid_blocks(const DeviceLimits& dev, const void* kernel, int threads, size_t smem, int64_t n_tiles,
                                int tiles_per_block);
