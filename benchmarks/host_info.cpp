@@ -75,7 +75,7 @@ Timestamp now_utc() {
 }
 
 std::optional<GitState> read_git_state() {
-  // Programs built on one machine and run on another (scripts/gpu/qualify.sh) are told the commit
+  // Programs built on one machine and run on another (scripts/gpu/tinyfuse-gpu) are told the commit
   // they were built from; the tree they run in may be a copy with other history.
   if (const char* built = std::getenv("TINYFUSE_BUILD_COMMIT"); built && *built) {
     std::string c = built;

@@ -12,7 +12,7 @@
 // Usage: tinyfuse-wgmma-timeline [--batches 14,16,18] [--calls 40] [--out timeline.json]
 //        tinyfuse-wgmma-timeline --only production|tma|copy [--batches ..] [--calls N]
 // The second form runs one kernel `calls` times per batch and nothing else: for ncu
-// (scripts/gpu/timeline.sh).
+// (scripts/gpu/tinyfuse-gpu timeline).
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
