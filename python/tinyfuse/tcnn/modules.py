@@ -19,8 +19,8 @@ import operator
 import torch
 from torch.autograd.function import once_differentiable
 
-from . import _native
-from ._native import ConfigError, Error, OutOfMemoryError, ShapeError, UnsupportedError  # noqa: F401
+from .. import _native
+from .._native import ConfigError, Error, OutOfMemoryError, ShapeError, UnsupportedError  # noqa: F401
 
 __all__ = ["Module", "Network", "Encoding", "NetworkWithInputEncoding",
            "ConfigError", "Error", "OutOfMemoryError", "ShapeError", "UnsupportedError"]
