@@ -89,11 +89,11 @@ class NativeBackward(torch.autograd.Function):
     @staticmethod
     def backward(ctx, ddinput, ddparams):
         fwd = ctx.fwd
-        doutput, x, params = ctx.saved_tensors
+        doutput, x_saved, params = ctx.saved_tensors
         need_doutput, need_input, need_params = ctx.needs_input_grad[1], ctx.needs_input_grad[2], ctx.needs_input_grad[3]
         if (ddinput is None and ddparams is None) or not (need_doutput or need_input or need_params):
             return None, None, None, None
-        x = x.detach()
+        x = x_saved.detach()
         d_doutput = dinput = dparams = None
         if ddinput is not None:
             d_doutput, dinput, dparams = _through_input_gradient(fwd, ctx.out, x, doutput, ddinput, need_doutput,
@@ -101,8 +101,9 @@ class NativeBackward(torch.autograd.Function):
         if ddparams is not None:
             dd_out, dd_in = _through_param_gradient(fwd, ctx.out, x, doutput, ddparams, need_doutput, need_input)
             d_doutput, dinput = _add(d_doutput, dd_out), _add(dinput, dd_in)
-        if torch.is_grad_enabled():
-            d_doutput, dinput, dparams = _refuse(fwd.name, d_doutput, dinput, dparams)
+        if torch.is_grad_enabled():  # create_graph again: these depend on the inputs, but not differentiably here
+            d_doutput, dinput, dparams = _refuse(fwd.name, (d_doutput, dinput, dparams),
+                                                 (doutput, x_saved, params, ddinput, ddparams))
         return None, d_doutput, dinput, dparams
 
 
@@ -161,12 +162,13 @@ def _through_param_gradient(fwd, out, x, doutput, ddparams, need_doutput, need_i
 
 
 class _Refuse(torch.autograd.Function):
-    """Passes tensors through; differentiating through them raises, naming the module."""
+    """Returns copies of the first `n` tensors, attached to all of them in the graph; differentiating
+    through the copies raises, naming the module."""
 
     @staticmethod
-    def forward(ctx, name, *tensors):
+    def forward(ctx, name, n, *tensors):
         ctx.name = name
-        return tuple(t.clone() if t is not None else None for t in tensors)
+        return tuple(t.clone() if t is not None else None for t in tensors[:n])
 
     @staticmethod
     @once_differentiable
@@ -174,10 +176,12 @@ class _Refuse(torch.autograd.Function):
         raise UnsupportedError(f"{ctx.name}: derivatives beyond the second are not supported")
 
 
-def _refuse(name, *tensors):
-    if not any(t is not None and t.requires_grad for t in tensors):
-        return tensors
-    return _Refuse.apply(name, *tensors)
+def _refuse(name, outputs, inputs):
+    """`outputs` computed from `inputs` without a graph: where an input wants a gradient, they get
+    one that raises when used, so a third derivative is an error, not a silent zero."""
+    if not any(t is not None and t.requires_grad for t in inputs):
+        return outputs
+    return _Refuse.apply(name, len(outputs), *outputs, *inputs)
 
 
 # Network otypes whose native object has no training forward (C++: Width64FusedMLP's forward()

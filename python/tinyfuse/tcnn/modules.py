@@ -428,6 +428,36 @@ class Network(Module):
         return _native.create_network(self.n_input_dims, self.n_output_dims, json.dumps(self.network_config),
                                       device, cpu_precision, strict)
 
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                              error_msgs):
+        # Before tinyfuse padded Network inputs as tinycudann does, a CutlassMLP Network of an
+        # input width that is not a multiple of 16 had a narrower first matrix; such a state dict
+        # cannot load, and says how to convert it rather than only that the sizes differ.
+        p = state_dict.get(prefix + "params")
+        old = self._unpadded_n_params()
+        if isinstance(p, torch.Tensor) and p.dim() == 1 and old is not None and p.numel() == old:
+            error_msgs.append(
+                f"'{prefix}params' holds {old} values: {self._name}'s layout before tinyfuse padded Network inputs "
+                f"to 16 as tinycudann does (now {self._n_params}). To convert: the first matrix (n_neurons x "
+                f"{self.n_input_dims}, row-major, at the start) gets {self._padded_input() - self.n_input_dims} zero "
+                "columns appended to each row (they multiply the padding ones, so outputs stay the same); "
+                "docs/PARAMETERS.md")
+            return
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                                      error_msgs)
+
+    def _padded_input(self):
+        return -(-self.n_input_dims // 16) * 16
+
+    def _unpadded_n_params(self):
+        """The parameter count of the unpadded CutlassMLP layout, where it differs; else None."""
+        h = self.hyperparams.get("network", self.hyperparams)
+        if h.get("otype") != "CutlassMLP" or self.n_input_dims % 16 == 0:
+            return None
+        extra = self._padded_input() - self.n_input_dims
+        rows = h["n_neurons"] if h["n_hidden_layers"] > 0 else -(-self.n_output_dims // 16) * 16
+        return self._n_params - rows * extra
+
 
 class NetworkWithInputEncoding(Module):
     """An encoding followed by a network (tinycudann.NetworkWithInputEncoding); parameters are
