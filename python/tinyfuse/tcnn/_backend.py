@@ -79,10 +79,16 @@ class Backend:
 
     def inference(self, x, p):
         out = self.new_output(x)
-        if x.shape[0]:
-            with self.device_guard():
-                self.native.inference(p.data_ptr(), self.param_code, x.data_ptr(), self.input_code, x.shape[0],
-                                      out.data_ptr(), self.output_code, self.stream())
+        rows = x.shape[0]
+        if not rows:
+            return out
+        if self.cuda_index is None:  # the CPU: no device to make current, no stream
+            self.native.inference(p.data_ptr(), self.param_code, x.data_ptr(), self.input_code, rows, out.data_ptr(),
+                                  self.output_code, 0)
+            return out
+        with self.device_guard():
+            self.native.inference(p.data_ptr(), self.param_code, x.data_ptr(), self.input_code, rows, out.data_ptr(),
+                                  self.output_code, cuda_stream(self.cuda_index))
         return out
 
     def forward(self, x, p, prepare_input_gradients):

@@ -42,6 +42,9 @@ __all__ = ["Module", "Network", "Encoding", "NetworkWithInputEncoding", "support
 # What torch raises when a GPU allocation fails (torch.OutOfMemoryError from 2.5 on).
 _TORCH_OOM = getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)
 
+# Host allocations of a call below this need no check against the machine's memory (_prepare).
+_UNCHECKED_HOST_BYTES = 1 << 26
+
 # FullyFusedMLP's tensor-core kernels need compute capability 7.5 (docs/CONFIG.md).
 _FUSED_MIN_CAPABILITY = (7, 5)
 
@@ -291,7 +294,8 @@ class Module(torch.nn.Module):
             per_row = backend.padded_output_width * backend.output_dtype.itemsize
             if converts or padded_rows != rows or not x.is_contiguous():
                 per_row += self.n_input_dims * backend.input_dtype.itemsize
-            _native.check_host_bytes(padded_rows, per_row, f"{type(self).__name__}'s output of a batch of {rows}")
+            if padded_rows * per_row > _UNCHECKED_HOST_BYTES:
+                _native.check_host_bytes(padded_rows, per_row, f"{type(self).__name__}'s output of a batch of {rows}")
         if converts:
             x = x.to(backend.input_dtype)
         if not x.is_contiguous():  # views (transposed, strided, expanded) are copied, as tinycudann does
