@@ -189,3 +189,29 @@ def test_native_module_fwd_bwd_as_tinycudann():
         native.fwd(x.float(), params)  # not the object's input dtype
     with pytest.raises(tinyfuse.ShapeError, match="invalid context"):
         native.bwd(None, xg, pg, out, dy)
+
+
+def _data_writes_are_seen(net, x):
+    """Writes that bypass params' version counter (through .data) must reach the next call: no
+    converted copy of the parameters is kept between calls."""
+    with torch.no_grad():
+        first = net(x).clone()
+        version = net.params._version
+        net.params.data.mul_(0.5)  # in place through .data: params._version does not move
+        assert net.params._version == version
+        halved = net(x).clone()
+        assert not torch.equal(halved, first)
+        net.params.data = net.params.data * 2.0  # a new tensor through .data
+        torch.testing.assert_close(net(x), first)
+        net.params.data.copy_(net.native_tcnn_module.initial_params(net.seed + 1))
+        assert not torch.equal(net(x), first)
+
+
+def test_parameter_writes_through_data_are_seen():
+    _data_writes_are_seen(tcnn.Network(16, 4, FFMLP), torch.rand(9, 16))
+
+
+@pytest.mark.skipif(not (torch.cuda.is_available() and tinyfuse.built_with_cuda and tinyfuse.gpu_count() > 0),
+                    reason="skipped: no GPU")
+def test_parameter_writes_through_data_are_seen_by_16_bit_gpu_networks():
+    _data_writes_are_seen(tcnn.Network(16, 4, FFMLP).cuda(), torch.rand(9, 16, device="cuda"))

@@ -25,18 +25,29 @@ def _contiguous_as(t, dtype):
     return t if t.is_contiguous() else t.contiguous()  # e.g. the expanded gradient of out.sum()
 
 
+def _scaled_as(t, dtype, scale):
+    """`t * scale` as a contiguous tensor of `dtype`, in one elementwise pass (none when `t` is
+    already that): the loss scale, the dtype conversion and the copy of an expanded gradient
+    (out.sum()'s) are one kernel on GPUs."""
+    if scale == 1.0:
+        return _contiguous_as(t, dtype)
+    return torch.mul(t, scale, out=torch.empty(t.shape, dtype=dtype, device=t.device))
+
+
+def _unscaled_as(t, dtype, scale):
+    """`t / scale` as a tensor of `dtype`, in one pass (none when scale is 1 and the dtype equal)."""
+    if scale == 1.0:
+        return t if t.dtype == dtype else t.to(dtype)
+    return torch.div(t, scale, out=torch.empty(t.shape, dtype=dtype, device=t.device))
+
+
 def first_order_gradients(backend, native_ctx, scale, params_dtype, x, p, out, doutput, need_input, need_params):
     """dL/dinput and dL/dparams (as asked; None otherwise) in the dtypes of x and of the module's
     parameters (`params_dtype`), `p` being those parameters in the object's dtype."""
-    doutput = _contiguous_as(doutput, out.dtype)
-    if scale != 1.0:
-        doutput = doutput * scale
-    dinput, dparams = backend.backward(native_ctx, x, p, out, doutput, need_input, need_params)
+    dinput, dparams = backend.backward(native_ctx, x, p, out, _scaled_as(doutput, out.dtype, scale), need_input,
+                                       need_params)
     if dparams is not None:
-        if dparams.dtype != params_dtype:
-            dparams = dparams.to(params_dtype)
-        if scale != 1.0:
-            dparams /= scale
+        dparams = _unscaled_as(dparams, params_dtype, scale)
     if dinput is not None and scale != 1.0:
         dinput /= scale
     return dinput, dparams
@@ -113,8 +124,7 @@ def _add(a, b):
 
 def _scaled(doutput, dtype, scale):
     # The native passes see what the first-order one saw: dL/doutput times the loss scale.
-    scaled = _contiguous_as(doutput.detach(), dtype)
-    return scaled * scale if scale != 1.0 else scaled
+    return _scaled_as(doutput.detach(), dtype, scale)
 
 
 def _through_input_gradient(fwd, out, x, doutput, ddinput, need_doutput, need_input, need_params):
@@ -130,10 +140,7 @@ def _through_input_gradient(fwd, out, x, doutput, ddinput, need_doutput, need_in
             f"create_graph=True) followed by backward): {e}") from e
     # dL2/d(dL/doutput) does not involve dL/doutput; the other two are linear in it.
     if dparams is not None:
-        if dparams.dtype != fwd.params_dtype:
-            dparams = dparams.to(fwd.params_dtype)
-        if scale != 1.0:
-            dparams /= scale
+        dparams = _unscaled_as(dparams, fwd.params_dtype, scale)
     if dinput is not None and scale != 1.0:
         dinput /= scale
     return d_doutput, dinput, dparams
