@@ -189,3 +189,29 @@ def test_encoding_dtype_and_loss_scale_as_tinycudann():
     with pytest.raises(ValueError, match="dtype"):
         tcnn.Encoding(3, cfg, dtype=torch.int8)
     assert tinyfuse  # the package itself stays importable without torch types (see __init__)
+
+
+def test_dtype_and_loss_scale_follow_the_parameters():
+    # The precision the module computes in: float64 in the CPU's reference mode, back to float32.
+    net = tcnn.Network(16, 2, mlp("FullyFusedMLP", 16, 1))
+    assert (net.dtype, net.loss_scale) == (torch.float32, 1.0)
+    net.double()
+    assert (net.dtype, net.loss_scale) == (torch.float64, 1.0)
+    net.float()
+    assert net.dtype == torch.float32
+    net.loss_scale = 64.0  # set by the caller: kept
+    net.double().float()
+    assert net.loss_scale == 64.0
+    enc = tcnn.Encoding(3, {"otype": "Frequency"}, dtype=torch.float16)
+    enc.double()
+    assert (enc.dtype, enc.loss_scale) == (torch.float16, 128.0)  # an explicit dtype stays
+
+
+@pytest.mark.skipif(not (torch.cuda.is_available() and tinyfuse.built_with_cuda and tinyfuse.gpu_count() > 0),
+                    reason="skipped: no GPU")
+def test_a_16_bit_gpu_network_reports_half_and_loss_scale_128_as_tinycudann():
+    net = tcnn.Network(16, 2, mlp("FullyFusedMLP", 16, 1)).cuda()
+    assert (net.dtype, net.loss_scale) == (torch.float16, 128.0)
+    assert net(torch.rand(4, 16, device="cuda")).dtype == torch.float16
+    net.cpu()
+    assert (net.dtype, net.loss_scale) == (torch.float32, 1.0)

@@ -190,6 +190,28 @@ class Module(torch.nn.Module):
     def jit_fusion(self):
         raise AttributeError("`jit_fusion` can not be deleted")
 
+    def _apply(self, fn, *args, **kwargs):
+        result = super()._apply(fn, *args, **kwargs)
+        self._follow_params()
+        return result
+
+    def _follow_params(self):
+        """tinycudann's ``dtype`` is the precision the module computes in, with the loss scale that
+        goes with it; here that depends on where the parameters are (a FullyFusedMLP computes in
+        float32 on the CPU, in float16 on a GPU; float64 parameters select the CPU's reference
+        mode), so both follow a move (.to, .cuda, .double). A loss scale the caller set stays; an
+        Encoding's explicit dtype stays; a device the module cannot run on changes nothing here
+        (the call will say why)."""
+        if self.output_dtype is not None and isinstance(self, Encoding):
+            return
+        try:
+            backend = self._backend_for(self.params.device, self.params.dtype)
+        except Error:
+            return
+        if self.loss_scale == loss_scale_of(self.dtype):
+            self.loss_scale = loss_scale_of(backend.param_dtype)
+        self.dtype = backend.param_dtype
+
     # -- building native objects ---------------------------------------------------------------
     def _create(self, device, cpu_precision, strict):
         raise NotImplementedError
