@@ -14,6 +14,26 @@ namespace tinyfuse::cuda::grid {
 
 namespace {
 
+// The features of each of the cell's 2^D corners in level `l` dotted with row `b`'s dL/doutput of
+// that level: what both input-gradient passes weight, per corner.
+template <typename T, uint32_t D, uint32_t F>
+__device__ __forceinline__ void corner_dots(const Launch& g, const LevelInfo& L, const Cell<D>& c, const T* params,
+                                            bool vec, const Matrix& dy, int64_t b, uint32_t l, float* dots) {
+  float gv[F], feat[F];
+#pragma unroll
+  for (uint32_t f = 0; f < F; ++f) gv[f] = dy.load(b, l * F + f);
+  uint32_t v[D];
+#pragma unroll
+  for (uint32_t k = 0; k < (1u << D); ++k) {
+    corner_vertex<D>(c, k, v);
+    load_features<T, F>(params + size_t(entry_of<D>(g, L, v)) * F, vec, feat);
+    float dot = 0.0f;
+#pragma unroll
+    for (uint32_t f = 0; f < F; ++f) dot = fmaf(feat[f], gv[f], dot);
+    dots[k] = dot;
+  }
+}
+
 template <typename T, uint32_t D, uint32_t F>
 __global__ void input_gradient_kernel(Launch g, int64_t batch, const T* __restrict__ params, bool vec,
                                       const float* __restrict__ x, int64_t ldx, Matrix dy, float* __restrict__ dx,
@@ -25,20 +45,13 @@ __global__ void input_gradient_kernel(Launch g, int64_t batch, const T* __restri
     for (uint32_t l = 0; l < g.n_levels; ++l) {
       const LevelInfo L = g.levels[l];
       const Cell<D> c = locate<D>(x, ldx, b, L.scale, g.interpolation);
-      float gv[F], feat[F];
+      float dots[1u << D];
+      corner_dots<T, D, F>(g, L, c, params, vec, dy, b, l, dots);
 #pragma unroll
-      for (uint32_t f = 0; f < F; ++f) gv[f] = dy.load(b, l * F + f);
-      uint32_t v[D];
+      for (uint32_t k = 0; k < (1u << D); ++k)
 #pragma unroll
-      for (uint32_t k = 0; k < (1u << D); ++k) {
-        corner_vertex<D>(c, k, v);
-        load_features<T, F>(params + size_t(entry_of<D>(g, L, v)) * F, vec, feat);
-        float dot = 0.0f;
-#pragma unroll
-        for (uint32_t f = 0; f < F; ++f) dot = fmaf(feat[f], gv[f], dot);
-#pragma unroll
-        for (uint32_t d = 0; d < D; ++d) acc[d] = fmaf(grid_corner_weight_dx<float, D>(c.w, c.dw, L.scale, k, d), dot, acc[d]);
-      }
+        for (uint32_t d = 0; d < D; ++d)
+          acc[d] = fmaf(grid_corner_weight_dx<float, D>(c.w, c.dw, L.scale, k, d), dots[k], acc[d]);
     }
   }
 #pragma unroll
@@ -91,21 +104,13 @@ __global__ void second_order_input_kernel(Launch g, int64_t batch, const T* __re
     for (uint32_t l = 0; l < g.n_levels; ++l) {
       const LevelInfo L = g.levels[l];
       const SecondOrderCell<D> c = locate_second_order<D>(x, ldx, b, L.scale, g.interpolation);
-      float gv[F], feat[F];
+      float dots[1u << D];
+      corner_dots<T, D, F>(g, L, c, params, vec, dy, b, l, dots);
 #pragma unroll
-      for (uint32_t f = 0; f < F; ++f) gv[f] = dy.load(b, l * F + f);
-      uint32_t v[D];
-#pragma unroll
-      for (uint32_t k = 0; k < (1u << D); ++k) {
-        corner_vertex<D>(c, k, v);
-        load_features<T, F>(params + size_t(entry_of<D>(g, L, v)) * F, vec, feat);
-        float dot = 0.0f;
-#pragma unroll
-        for (uint32_t f = 0; f < F; ++f) dot = fmaf(feat[f], gv[f], dot);
+      for (uint32_t k = 0; k < (1u << D); ++k)
 #pragma unroll
         for (uint32_t e = 0; e < D; ++e)
-          acc[e] = fmaf(grid_corner_hessian_weight<float, D>(c.w, c.dw, c.d2w, L.scale, vd, k, e), dot, acc[e]);
-      }
+          acc[e] = fmaf(grid_corner_hessian_weight<float, D>(c.w, c.dw, c.d2w, L.scale, vd, k, e), dots[k], acc[e]);
     }
   }
 #pragma unroll
