@@ -19,6 +19,8 @@ struct GpuHooks {
   void (*synchronize)(Stream stream);
   double (*sum)(const TensorView& t);
   int (*device_count)();
+  // Hands the memory the caching pools keep for reuse back to the driver (memory in use stays).
+  void (*trim_pools)();
 };
 
 const GpuHooks& gpu_hooks();

@@ -43,8 +43,16 @@ void check_width64_fused(const ConfigReader& r, MlpSpec& spec, uint32_t n_input_
     throw ConfigError(r.key_path("n_output_dims"), std::to_string(n_output_dims), only, "64" + other);
 }
 
+// tiny-cuda-nn's aliases: MLP is CutlassMLP, MegakernelMLP is FullyFusedMLP.
+std::string canonical_otype(const std::string& otype) {
+  if (otype == "MLP") return "CutlassMLP";
+  if (otype == "MegakernelMLP") return "FullyFusedMLP";
+  return otype;
+}
+
 // Which devices run each otype in this build.
-bool runs_on(const std::string& otype, Device device) {
+bool runs_on(const std::string& name, Device device) {
+  const std::string otype = canonical_otype(name);
   const bool gpu_only = otype == "BlasLtMLP" || otype == "BlasLtMLPFP16" || otype == "Width64FusedMLP";
   if (device == Device::CPU) return !gpu_only;
 #ifdef TINYFUSE_WITH_CUDA
@@ -73,8 +81,9 @@ std::string not_available_rule(const std::string& otype, Device device) {
 }  // namespace
 
 const std::vector<std::string>& all_network_otypes() {
-  static const std::vector<std::string> names = {"PortableMLP", "FullyFusedMLP", "CutlassMLP",    "MLP",
-                                                 "BlasLtMLP",   "BlasLtMLPFP16", "Width64FusedMLP"};
+  static const std::vector<std::string> names = {"PortableMLP",   "FullyFusedMLP", "CutlassMLP",
+                                                 "MLP",           "MegakernelMLP", "BlasLtMLP",
+                                                 "BlasLtMLPFP16", "Width64FusedMLP"};
   return names;
 }
 
@@ -104,8 +113,7 @@ MlpSpec parse_network_config(const json& config, uint32_t n_input_dims, uint32_t
     return c;
   }() : config;
   MlpSpec spec;
-  spec.otype = read_otype(defaulted, path, known);
-  if (spec.otype == "MLP") spec.otype = "CutlassMLP";  // tiny-cuda-nn's alias
+  spec.otype = canonical_otype(read_otype(defaulted, path, known));
   std::vector<std::string> keys = {"n_neurons", "n_hidden_layers", "activation", "output_activation", "n_input_dims", "n_output_dims"};
   if (spec.otype == "FullyFusedMLP" || spec.otype == "Width64FusedMLP") keys.push_back("precision");
   ConfigReader r(defaulted, path, keys);

@@ -29,6 +29,7 @@
 #define gpuDeviceGetDefaultMemPool hipDeviceGetDefaultMemPool
 #define gpuMemPoolSetAttribute hipMemPoolSetAttribute
 #define gpuMemPoolGetAttribute hipMemPoolGetAttribute
+#define gpuMemPoolTrimTo hipMemPoolTrimTo
 #define gpuSetDevice hipSetDevice
 #define gpuMemPoolAttrReleaseThreshold hipMemPoolAttrReleaseThreshold
 #define gpuMallocAsync hipMallocAsync
@@ -130,6 +131,7 @@
 #define gpuDeviceGetDefaultMemPool cudaDeviceGetDefaultMemPool
 #define gpuMemPoolSetAttribute cudaMemPoolSetAttribute
 #define gpuMemPoolGetAttribute cudaMemPoolGetAttribute
+#define gpuMemPoolTrimTo cudaMemPoolTrimTo
 #define gpuSetDevice cudaSetDevice
 #define gpuMemPoolAttrReleaseThreshold cudaMemPoolAttrReleaseThreshold
 #define gpuMallocAsync cudaMallocAsync

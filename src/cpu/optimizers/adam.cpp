@@ -1,7 +1,8 @@
 // Adam with tiny-cuda-nn's semantics: a step counter per parameter (non-matrix parameters with a
-// zero gradient are skipped entirely, e.g. untouched hash-grid entries), l2_reg on matrix
-// parameters only, epsilon added to sqrt(v) before bias correction, optional AdaBound bounds,
-// relative / absolute weight decay and clipping. All arithmetic is in float, as on the GPU.
+// zero gradient are skipped entirely by default, e.g. untouched hash-grid entries), l2_reg on
+// matrix parameters and non_matrix_l2_reg on the others, optional gradient clipping, epsilon added
+// to sqrt(v) before bias correction, optional AdaBound bounds, relative / absolute weight decay
+// and weight clipping. All arithmetic is in float, as on the GPU.
 #include <cfloat>
 #include <cmath>
 
@@ -85,9 +86,10 @@ class Adam final : public CpuOptimizer {
   // Everything one step needs, in the float values the update uses.
   struct Consts {
     float loss_scale, lr, non_matrix_factor, beta1, beta2, one_minus_beta1, one_minus_beta2, epsilon, l2_reg;
-    float relative_decay, absolute_decay, clipping, lower, upper;
+    float non_matrix_l2_reg, relative_decay, absolute_decay, clipping, gradient_clipping, lower, upper;
     uint32_t step;
     float correction_at_step;  // bias correction for a counter equal to the global step
+    bool skip_zero_grad;       // non-matrix params with a zero gradient keep their state
   };
 
   static float bias_correction(const Consts& c, uint32_t t) {
@@ -107,9 +109,11 @@ class Adam final : public CpuOptimizer {
     c.one_minus_beta2 = 1.0f - c.beta2;
     c.epsilon = static_cast<float>(a.epsilon);
     c.l2_reg = static_cast<float>(a.l2_reg);
+    c.non_matrix_l2_reg = static_cast<float>(a.non_matrix_l2_reg);
     c.relative_decay = static_cast<float>(a.relative_decay);
     c.absolute_decay = static_cast<float>(a.absolute_decay);
     c.clipping = static_cast<float>(a.clipping_magnitude);
+    c.gradient_clipping = static_cast<float>(a.gradient_clipping_magnitude);
     c.lower = 0.0f;
     c.upper = FLT_MAX;
     if (a.adabound) {
@@ -120,6 +124,7 @@ class Adam final : public CpuOptimizer {
     }
     c.step = step_;
     c.correction_at_step = bias_correction(c, step_);
+    c.skip_zero_grad = a.skip_zero_grad_non_matrix_params;
     return c;
   }
 
@@ -139,9 +144,10 @@ class Adam final : public CpuOptimizer {
   void update_range(const Consts& c, size_t begin, size_t end, float* master, P* params, const G* gradients) {
     for (size_t i = begin; i < end; ++i) {
       float g = static_cast<float>(gradients[i]) / c.loss_scale;
-      if (!kMatrix && g == 0.0f) continue;  // untouched non-matrix params keep their state
+      if (!kMatrix && g == 0.0f && c.skip_zero_grad) continue;  // untouched non-matrix params keep their state
       const float w = master[i];
-      if (kMatrix) g += c.l2_reg * w;
+      g += (kMatrix ? c.l2_reg : c.non_matrix_l2_reg) * w;
+      if (c.gradient_clipping != 0.0f) g = std::copysign(std::fmin(std::fabs(g), c.gradient_clipping), g);
       const float m = first_[i] = c.beta1 * first_[i] + c.one_minus_beta1 * g;
       const float v = second_[i] = c.beta2 * second_[i] + c.one_minus_beta2 * (g * g);
       const uint32_t t = ++param_steps_[i];

@@ -1,7 +1,8 @@
 // Adam on the GPU, with the CPU reference's semantics and arithmetic (cpu/optimizers/adam.cpp):
-// a step counter per parameter (non-matrix parameters with a zero gradient are skipped), l2_reg
-// on matrix parameters only, epsilon added to sqrt(v) before bias correction, optional AdaBound
-// bounds, relative / absolute weight decay and clipping. One elementwise kernel per step, all
+// a step counter per parameter (non-matrix parameters with a zero gradient are skipped unless
+// skip_zero_grad_non_matrix_params is false), l2_reg / non_matrix_l2_reg, optional gradient
+// clipping, epsilon added to sqrt(v) before bias correction, optional AdaBound bounds, relative /
+// absolute weight decay and weight clipping. One elementwise kernel per step, all
 // in float; the per-step constants are computed on the host exactly as the CPU does. This file
 // is compiled without FMA contraction so each operation rounds as on the CPU.
 #include <cfloat>
@@ -20,10 +21,10 @@ namespace {
 // Everything one step needs, in the float values the update uses.
 struct AdamConsts {
   float loss_scale, lr, non_matrix_factor, beta1, beta2, one_minus_beta1, one_minus_beta2, epsilon, l2_reg;
-  float relative_decay, absolute_decay, clipping, lower, upper;
+  float non_matrix_l2_reg, relative_decay, absolute_decay, clipping, gradient_clipping, lower, upper;
   uint32_t step;
   float correction_at_step;  // bias correction for a counter equal to the global step (from the host)
-  bool do_matrix, do_other;
+  bool do_matrix, do_other, skip_zero_grad;
 };
 
 __device__ __forceinline__ float bias_correction(const AdamConsts& c, uint32_t t) {
@@ -40,9 +41,10 @@ __global__ void adam_kernel(AdamConsts c, int64_t n, const uint8_t* __restrict__
   const bool matrix = matrix_mask[i] != 0;
   if (matrix ? !c.do_matrix : !c.do_other) return;
   float g = to_float(gradients[i]) / c.loss_scale;
-  if (!matrix && g == 0.0f) return;  // untouched non-matrix params keep their state
+  if (!matrix && g == 0.0f && c.skip_zero_grad) return;  // untouched non-matrix params keep their state
   const float w = master[i];
-  if (matrix) g += c.l2_reg * w;
+  g += (matrix ? c.l2_reg : c.non_matrix_l2_reg) * w;
+  if (c.gradient_clipping != 0.0f) g = copysignf(fminf(fabsf(g), c.gradient_clipping), g);
   const float m = c.beta1 * first[i] + c.one_minus_beta1 * g;
   const float v = c.beta2 * second[i] + c.one_minus_beta2 * (g * g);
   first[i] = m;
@@ -164,9 +166,11 @@ class Adam final : public GpuOptimizer {
     c.one_minus_beta2 = 1.0f - c.beta2;
     c.epsilon = static_cast<float>(a.epsilon);
     c.l2_reg = static_cast<float>(a.l2_reg);
+    c.non_matrix_l2_reg = static_cast<float>(a.non_matrix_l2_reg);
     c.relative_decay = static_cast<float>(a.relative_decay);
     c.absolute_decay = static_cast<float>(a.absolute_decay);
     c.clipping = static_cast<float>(a.clipping_magnitude);
+    c.gradient_clipping = static_cast<float>(a.gradient_clipping_magnitude);
     c.lower = 0.0f;
     c.upper = FLT_MAX;
     if (a.adabound) {
@@ -179,6 +183,7 @@ class Adam final : public GpuOptimizer {
     c.correction_at_step = host_bias_correction(c.beta1, c.beta2, step_);
     c.do_matrix = a.optimize_matrix_params;
     c.do_other = a.optimize_non_matrix_params;
+    c.skip_zero_grad = a.skip_zero_grad_non_matrix_params;
     return c;
   }
 
