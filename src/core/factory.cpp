@@ -2,7 +2,9 @@
 // checked in core/*_config.cpp; this file only dispatches to a backend.
 #include "tinyfuse/factory.h"
 
+#include "core/config_limits.h"
 #include "core/config_reader.h"
+#include "core/factory_internal.h"
 #include "core/loss_config.h"
 #include "core/network_config.h"
 #include "core/network_with_input_encoding.h"
@@ -49,6 +51,7 @@ json network_hyperparams(const MlpSpec& s) {
 
 std::unique_ptr<Network> create_network(const json& config, uint32_t n_input_dims, uint32_t n_output_dims,
                                         const BuildOptions& options) {
+  check_section_config_limits(config, "network");
   MlpSpec spec = parse_network_config(config, n_input_dims, n_output_dims, options.device);
 #ifdef TINYFUSE_WITH_CUDA
   if (options.device == Device::CUDA) return cuda::make_network(spec, network_hyperparams(spec));
@@ -60,6 +63,7 @@ std::unique_ptr<Network> create_network(const json& config, uint32_t n_input_dim
 }
 
 std::unique_ptr<Encoding> create_encoding(const json& config, uint32_t n_input_dims, const BuildOptions& options) {
+  check_section_config_limits(config, "encoding");
   if (n_input_dims > kMaxModelWidth)  // output widths would overflow 32 bits (kMaxModelWidth)
     throw ConfigError("encoding.n_input_dims", std::to_string(n_input_dims), "encodings take at most 2^20 input dimensions",
                       "1 .. " + std::to_string(kMaxModelWidth));
@@ -77,6 +81,7 @@ std::unique_ptr<Encoding> create_encoding(const json& config, uint32_t n_input_d
 }
 
 std::unique_ptr<Loss> create_loss(const json& config, const BuildOptions& options) {
+  check_section_config_limits(config, "loss");
   LossKind kind = parse_loss_config(config);
 #ifdef TINYFUSE_WITH_CUDA
   if (options.device == Device::CUDA) return cuda::make_loss(kind);
@@ -88,6 +93,7 @@ std::unique_ptr<Loss> create_loss(const json& config, const BuildOptions& option
 }
 
 std::unique_ptr<Optimizer> create_optimizer(const json& config, const BuildOptions& options) {
+  check_section_config_limits(config, "optimizer");
 #ifdef TINYFUSE_WITH_CUDA
   if (options.device == Device::CUDA) return cuda::make_optimizer(config, "optimizer");
 #endif
@@ -99,6 +105,7 @@ std::unique_ptr<DifferentiableObject> create_network_with_input_encoding(uint32_
                                                                          const json& encoding_config,
                                                                          const json& network_config,
                                                                          const BuildOptions& options) {
+  check_section_config_limits(network_config, "network");
   std::shared_ptr<Encoding> encoding = create_encoding(encoding_config, n_input_dims, options);
   // The network's alignment depends only on its otype; read it before building the network,
   // with a stand-in input width every otype accepts (64: a multiple of 16, Width64FusedMLP's).
@@ -108,8 +115,9 @@ std::unique_ptr<DifferentiableObject> create_network_with_input_encoding(uint32_
   return make_network_with_input_encoding(std::move(encoding), std::move(network));
 }
 
-Model create_from_config(uint32_t n_input_dims, uint32_t n_output_dims, const json& config, const BuildOptions& options,
-                         uint64_t seed) {
+Model create_model_objects(uint32_t n_input_dims, uint32_t n_output_dims, const json& config,
+                           const BuildOptions& options) {
+  check_model_config_limits(config);
   ConfigReader r(config, "", {"loss", "optimizer", "encoding", "network"});
   Model m;
   m.loss = create_loss(r.has("loss") ? r.get_object("loss") : json::object(), options);
@@ -119,8 +127,14 @@ Model create_from_config(uint32_t n_input_dims, uint32_t n_output_dims, const js
     m.network = create_network_with_input_encoding(n_input_dims, n_output_dims, r.get_object("encoding"), net, options);
   else
     m.network = create_network(net, n_input_dims, n_output_dims, options);
-  m.trainer = std::make_shared<Trainer>(m.network, m.optimizer, m.loss, seed);
   m.config = config;
+  return m;
+}
+
+Model create_from_config(uint32_t n_input_dims, uint32_t n_output_dims, const json& config, const BuildOptions& options,
+                         uint64_t seed) {
+  Model m = create_model_objects(n_input_dims, n_output_dims, config, options);
+  m.trainer = std::make_shared<Trainer>(m.network, m.optimizer, m.loss, seed);
   return m;
 }
 

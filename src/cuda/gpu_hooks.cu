@@ -27,7 +27,7 @@ void* alloc(size_t bytes) {
   void* p = nullptr;
   gpuError_t e = gpuMalloc(&p, bytes);
   if (e == gpuErrorMemoryAllocation) out_of_memory(bytes);
-  TF_GPU_CHECK(e);
+  TF_GPU_CHECK_RESULT(e, "gpuMalloc (cudaMalloc / hipMalloc) of device memory");
   return p;
 }
 
@@ -56,7 +56,7 @@ void* alloc_async(size_t bytes, Stream s) {
   void* p = nullptr;
   gpuError_t e = gpuMallocAsync(&p, bytes, as_stream(s));
   if (e == gpuErrorMemoryAllocation) out_of_memory(bytes);
-  TF_GPU_CHECK(e);
+  TF_GPU_CHECK_RESULT(e, "gpuMallocAsync (cudaMallocAsync / hipMallocAsync) of device memory");
   return p;
 }
 
@@ -162,7 +162,7 @@ double device_sum(const TensorView& t) {
   double host[kSumBlocks];
   if (launched == gpuSuccess) launched = gpuMemcpyAsync(host, partial, sizeof(host), gpuMemcpyDefault, as_stream(t.stream));
   release_async(partial, t.stream);
-  TF_GPU_CHECK(launched);
+  TF_GPU_CHECK_RESULT(launched, "the loss sum's kernel launch or copy to the host");
   TF_GPU_CHECK(gpuStreamSynchronize(as_stream(t.stream)));
   double s = 0;
   for (double v : host) s += v;

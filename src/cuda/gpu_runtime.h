@@ -247,6 +247,14 @@ inline std::string blaslt_status_string(gpublasStatus_t s) {
     if (tf_err_ != gpuSuccess) ::tinyfuse::gpu::throw_gpu_error(tf_err_, #call, __FILE__, __LINE__); \
   } while (0)
 
+// Checks an error code kept from an earlier call; `call` (a string) names that call in the message
+// (TF_GPU_CHECK(e) would name it "e").
+#define TF_GPU_CHECK_RESULT(err, call)                                                        \
+  do {                                                                                     \
+    gpuError_t tf_err_ = (err);                                                            \
+    if (tf_err_ != gpuSuccess) ::tinyfuse::gpu::throw_gpu_error(tf_err_, call, __FILE__, __LINE__); \
+  } while (0)
+
 // Checks that the last kernel launch was accepted.
 #define TF_GPU_CHECK_LAUNCH(name) TF_GPU_CHECK((static_cast<void>(name), gpuGetLastError()))
 

@@ -1,14 +1,11 @@
 #include "learn_image.h"
 
 #include <chrono>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <thread>
 
 #include "args.h"
@@ -73,15 +70,32 @@ void make_output_directory(const fs::path& dir) {
   if (ec) throw std::runtime_error("cannot create output directory '" + dir.string() + "': " + ec.message());
 }
 
-json read_config_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error("cannot open config file '" + path + "': " + std::strerror(errno));
-  std::stringstream text;
-  text << in.rdbuf();
-  try {
-    return json::parse(text.str());
-  } catch (const json::parse_error& e) {
-    throw std::runtime_error("config file '" + path + "' is not valid JSON: " + e.what());
+// The files a run reads and writes: an output that is one of the inputs (the same file, by any
+// name) is refused before anything is written. One exception: a run resumed from
+// OUT/checkpoint.tfc replaces it with its own continuation (atomically, and only when training
+// did not diverge), which is what resuming in place means.
+void refuse_overwriting_inputs(const Settings& s, const std::vector<fs::path>& outputs, const fs::path& checkpoint,
+                               const fs::path& snapshots) {
+  struct Input {
+    const char* option;
+    std::string path;
+  };
+  for (const Input& in : {Input{"--image", s.image_path}, Input{"--config", s.config_path}, Input{"--resume", s.resume_path}}) {
+    if (in.path.empty()) continue;
+    std::error_code ec;
+    const auto same = [&](const fs::path& out) {
+      return fs::exists(out, ec) && fs::equivalent(in.path, out, ec);
+    };
+    for (const fs::path& out : outputs)
+      if (same(out))
+        throw UsageError(std::string(in.option) + " " + in.path + " is the file this run would write as " + out.string() +
+                         "; it would be overwritten: choose another --out directory");
+    if (in.option != std::string("--resume") && same(checkpoint))
+      throw UsageError(std::string(in.option) + " " + in.path + " is the file this run would write as " +
+                       checkpoint.string() + "; it would be overwritten: choose another --out directory");
+    if (s.save_every && fs::exists(snapshots, ec) && fs::equivalent(fs::path(in.path).parent_path().empty() ? "." : fs::path(in.path).parent_path(), snapshots, ec))
+      throw UsageError(std::string(in.option) + " " + in.path + " lies in " + snapshots.string() +
+                       ", where --save-every writes its snapshots: move it or choose another --out directory");
   }
 }
 
@@ -156,7 +170,11 @@ TrainResult train(Model& model, const Image& target, const Settings& s, const fs
     const auto t0 = std::chrono::steady_clock::now();
     TensorView positions, colours;
     batches.next(positions, colours);
-    const float loss = model.trainer->training_step(positions, colours);
+    // Trainer::training_step's three parts, so that a non-finite loss ends the run here (with
+    // the parameters of the last good step) instead of as an exception.
+    model.trainer->forward_backward(positions, colours);
+    const float loss = model.trainer->last_loss();
+    if (std::isfinite(loss)) model.trainer->optimizer_step();
     r.seconds += seconds_since(t0);
     r.losses.push_back(loss);
     progress.update(step, loss, r.seconds);
@@ -274,6 +292,11 @@ int run_learn_image(const std::vector<std::string>& args) {
     return 0;
   }
   const Settings s = read_settings(o);
+#ifdef TINYFUSE_WITH_CUDA
+  if (s.device == Device::CUDA && gpu_count() == 0)
+    throw Error("--device cuda: no CUDA device can be used here (no GPU, or no driver able to run this build's CUDA "
+                "runtime); run with --device cpu");
+#endif
 
   // Build the model first: a bad config, device or checkpoint fails before any slow work.
   BuildOptions build;
@@ -294,29 +317,48 @@ int run_learn_image(const std::vector<std::string>& args) {
   const bool builtin = s.image_path.empty();
   const Image target = builtin ? make_test_pattern(256) : load_image(s.image_path);
   const fs::path out(s.out_dir);
-  make_output_directory(out);
   const OutputPaths paths{out / "reconstruction.png", out / "loss.png", out / "log.json",
                           builtin ? out / "target.png" : fs::path()};
+  const fs::path checkpoint_path = out / "checkpoint.tfc";
+  refuse_overwriting_inputs(s, {paths.reconstruction, paths.loss_plot, paths.log, out / "target.png"}, checkpoint_path,
+                            out / "snapshots");
+  make_output_directory(out);
   if (builtin) save_png(target, paths.target.string());
 
   const TrainResult trained = train(model, target, s, out);
 
-  const Image reconstruction = render_model(*model.network, target.width, target.height);
-  const double quality = psnr(reconstruction, target);
-  save_png(reconstruction, paths.reconstruction.string());
-  save_png(render_loss_plot(trained.losses), paths.loss_plot.string());
+  // What is hardest to redo is written first: the trained state (unless training diverged; an
+  // earlier checkpoint then survives), then the pictures, of which rendering the model may run
+  // out of memory or time, then the log in every case.
+  const std::string checkpoint = checkpoint_path.string();
+  if (!trained.diverged) save_checkpoint(checkpoint, model);  // atomic: an earlier one survives a failure
+  double quality = NAN;
+  std::string picture_error;
+  try {
+    save_png(render_loss_plot(trained.losses), paths.loss_plot.string());
+    const Image reconstruction = render_model(*model.network, target.width, target.height);
+    quality = psnr(reconstruction, target);
+    save_png(reconstruction, paths.reconstruction.string());
+  } catch (const std::exception& e) {
+    picture_error = e.what();
+  }
   const RunFacts facts{trained.losses.size(), trained.seconds, seconds_since(t_start), quality,
                        model.network->n_params()};
-  const std::string log_text = run_log(s, config, target, trained, facts, paths).dump(2) + "\n";
+  nlohmann::ordered_json log = run_log(s, config, target, trained, facts, paths);
+  if (!picture_error.empty()) log["error"] = picture_error;
+  const std::string log_text = log.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
   write_file_atomic(paths.log.string(), log_text.data(), log_text.size(), "learn-image");
-  const std::string checkpoint = (out / "checkpoint.tfc").string();
-  if (!trained.diverged) save_checkpoint(checkpoint, model);  // atomic: an earlier one survives a failure
 
   const float final_loss = trained.losses.empty() ? NAN : trained.losses.back();
   if (trained.diverged)
     throw Error("training diverged: the loss is " + std::to_string(final_loss) + " at step " +
-                std::to_string(facts.steps_done) + " (try a lower optimizer.learning_rate); outputs so far are in " +
-                out.string());
+                std::to_string(facts.steps_done) + " (try a lower optimizer.learning_rate); the parameters after step " +
+                std::to_string(facts.steps_done - 1) + " are in the outputs in " + out.string() +
+                " (no checkpoint was written" + (fs::exists(checkpoint_path) ? ", " + checkpoint + " is an earlier one)" : ")") +
+                (picture_error.empty() ? "" : "; writing the pictures failed too: " + picture_error));
+  if (!picture_error.empty())
+    throw Error("training finished and " + checkpoint + " and " + paths.log.string() +
+                " were written, but writing the pictures failed: " + picture_error);
 
   std::string written = paths.reconstruction.string() + ", " + paths.loss_plot.string() + ", " + paths.log.string() +
                         ", " + checkpoint;
