@@ -87,7 +87,7 @@ void refuse_overwriting_inputs(const Settings& s, const std::vector<fs::path>& o
       return fs::exists(out, ec) && fs::equivalent(in.path, out, ec);
     };
     for (const fs::path& out : outputs)
-      if (same(out))
+      if (!out.empty() && same(out))
         throw UsageError(std::string(in.option) + " " + in.path + " is the file this run would write as " + out.string() +
                          "; it would be overwritten: choose another --out directory");
     if (in.option != std::string("--resume") && same(checkpoint))
@@ -320,7 +320,7 @@ int run_learn_image(const std::vector<std::string>& args) {
   const OutputPaths paths{out / "reconstruction.png", out / "loss.png", out / "log.json",
                           builtin ? out / "target.png" : fs::path()};
   const fs::path checkpoint_path = out / "checkpoint.tfc";
-  refuse_overwriting_inputs(s, {paths.reconstruction, paths.loss_plot, paths.log, out / "target.png"}, checkpoint_path,
+  refuse_overwriting_inputs(s, {paths.reconstruction, paths.loss_plot, paths.log, paths.target}, checkpoint_path,
                             out / "snapshots");
   make_output_directory(out);
   if (builtin) save_png(target, paths.target.string());
