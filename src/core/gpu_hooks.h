@@ -19,6 +19,8 @@ struct GpuHooks {
   void (*synchronize)(Stream stream);
   double (*sum)(const TensorView& t);
   int (*device_count)();
+  // Total memory of the current device in bytes; 0 when it cannot be read (no driver or device).
+  uint64_t (*device_memory)();
 };
 
 const GpuHooks& gpu_hooks();

@@ -1,5 +1,6 @@
 #include "core/memory_plan.h"
 
+#include "core/gpu_hooks.h"
 #include "core/host_memory.h"
 #include "tinyfuse/errors.h"
 
@@ -42,6 +43,11 @@ void MemoryPlan::check() const {
   if (host > host_memory_bytes())
     throw OutOfMemoryError(static_cast<size_t>(host), what_,
                            breakdown() + "; this machine has " + std::to_string(host_memory_bytes()) + " bytes of memory");
+  // The device's total memory, when it can be read: more than that can never be had.
+  const uint64_t device_total = device > 0 ? gpu_hooks().device_memory() : 0;
+  if (device_total > 0 && device > device_total)
+    throw OutOfMemoryError(static_cast<size_t>(device), what_,
+                           breakdown() + "; the GPU has " + std::to_string(device_total) + " bytes of memory");
 }
 
 }  // namespace tinyfuse

@@ -25,9 +25,10 @@ class MemoryPlan {
   // "FP32 master parameters 1000 x 4 B, gradients 1000 x 4 B, ..." (host and device items marked).
   std::string breakdown() const;
 
-  // Throws OutOfMemoryError naming every item when a size overflows 64 bits or the host part
-  // exceeds this machine's physical memory. Device memory is the device's to refuse (a failed
-  // GPU allocation is an OutOfMemoryError too, with nothing changed).
+  // Throws OutOfMemoryError naming every item when a size overflows 64 bits, the host part
+  // exceeds this machine's physical memory or the device part the current GPU's total memory.
+  // (Memory other work holds is the allocator's to refuse: a failed GPU allocation is an
+  // OutOfMemoryError too, with nothing changed.)
   void check() const;
 
  private:

@@ -197,10 +197,19 @@ int device_count() {
   return n;
 }
 
+uint64_t device_memory() {
+  size_t free = 0, total = 0;
+  if (gpuMemGetInfo(&free, &total) != gpuSuccess) {
+    (void)gpuGetLastError();
+    return 0;
+  }
+  return total;
+}
+
 }  // namespace
 
 const GpuHooks& gpu_hooks() {
-  static const GpuHooks hooks{alloc, release, alloc_async, release_async, copy_device, copy_to_host_dense, copy_from_host_dense, fill, synchronize_stream, sum, device_count};
+  static const GpuHooks hooks{alloc, release, alloc_async, release_async, copy_device, copy_to_host_dense, copy_from_host_dense, fill, synchronize_stream, sum, device_count, device_memory};
   return hooks;
 }
 

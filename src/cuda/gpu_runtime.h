@@ -23,6 +23,7 @@
 #define gpuStreamSynchronize hipStreamSynchronize
 #define gpuErrorMemoryAllocation hipErrorOutOfMemory
 #define gpuGetDeviceCount hipGetDeviceCount
+#define gpuMemGetInfo hipMemGetInfo
 #define gpuGetDevice hipGetDevice
 #define gpuStreamPerThread hipStreamPerThread
 #define gpuMemPool_t hipMemPool_t
@@ -124,6 +125,7 @@
 #define gpuStreamSynchronize cudaStreamSynchronize
 #define gpuErrorMemoryAllocation cudaErrorMemoryAllocation
 #define gpuGetDeviceCount cudaGetDeviceCount
+#define gpuMemGetInfo cudaMemGetInfo
 #define gpuGetDevice cudaGetDevice
 #define gpuStreamPerThread cudaStreamPerThread
 #define gpuMemPool_t cudaMemPool_t
