@@ -338,7 +338,7 @@ class Module(torch.nn.Module):
         super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
                                       error_msgs)
 
-    def load_state_dict(self, state_dict, strict=True, **kwargs):
+    def load_state_dict(self, state_dict, strict=True, *args, **kwargs):
         # strict=True: keys that do not match this module's (its own and its children's) are
         # refused before anything is copied; torch alone would copy what matches, then raise.
         if strict:
@@ -353,7 +353,7 @@ class Module(torch.nn.Module):
                     msgs.append("Unexpected key(s) in state_dict: " + ", ".join(f'"{k}"' for k in unexpected) + ". ")
                 raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t"
                                    + "\n\t".join(msgs) + "\nNothing was loaded.")
-        return super().load_state_dict(state_dict, strict=strict, **kwargs)
+        return super().load_state_dict(state_dict, strict, *args, **kwargs)
 
     def __getstate__(self):
         # Native objects are not pickled; forward() rebuilds them for the device it meets.

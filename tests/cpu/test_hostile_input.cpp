@@ -172,9 +172,10 @@ TEST(HostileConfig, DeepConfigTextIsAConfigErrorNamingTheSource) {
 }
 
 TEST(HostileConfig, DeepJsonValuesHandedToTheFactoryAreConfigErrors) {
+  // (Moved, never copied: copying a json value recurses over its depth, in tests as anywhere.)
   const json deep = deep_value(kDeep);
   json config = small_model_config();
-  config["network"]["n_neurons"] = deep;
+  config["network"]["n_neurons"] = deep_value(kDeep);
   expect_throw<ConfigError>([&] { create_from_config(2, 1, deep); }, {"kMaxJsonDepth"});
   expect_throw<ConfigError>([&] { create_from_config(2, 1, config); }, {"network.n_neurons", "kMaxJsonDepth"});
   expect_throw<ConfigError>([&] { create_network(deep, 2, 1); }, {"kMaxJsonDepth"});

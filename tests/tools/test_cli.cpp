@@ -1,7 +1,8 @@
 // `tinyfuse learn-image` against hostile input, run in-process: configs and checkpoints nested far
 // beyond the stack, files that are not regular files, an output that would replace an input, a
 // run that diverges, pictures that cannot be written after training, rendering that runs out of
-// memory, and the --seed range. Each gets a clear error and nothing saved is lost.
+// memory, snapshots that cannot be written, and the --seed range. Each gets a clear error and
+// nothing saved is lost.
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
@@ -164,6 +165,16 @@ TEST_F(Cli, TheCheckpointAndLogAreWrittenEvenWhenThePicturesCannotBe) {
   const json log = json::parse(read(out / "log.json"));
   EXPECT_EQ(log.at("steps_done"), 2);
   EXPECT_NE(log.at("error").get<std::string>().find("reconstruction.png"), std::string::npos);
+}
+
+TEST_F(Cli, ASnapshotThatCannotBeWrittenStopsTheSnapshotsNotTheTraining) {
+  const fs::path out = dir_ / "out";
+  fs::create_directories(out / "snapshots" / "step-00000001.png");  // a directory where the picture goes
+  EXPECT_EQ(run({"--steps", "3", "--save-every", "1"}, out), 0);
+  EXPECT_EQ(load_model((out / "checkpoint.tfc").string()).optimizer->step_count(), 3u);
+  const json log = json::parse(read(out / "log.json"));
+  EXPECT_NE(log.at("snapshot_error").get<std::string>().find("step-00000001.png"), std::string::npos);
+  EXPECT_FALSE(fs::exists(out / "snapshots" / "step-00000002.png"));  // no more snapshots after the failure
 }
 
 TEST_F(Cli, SeedRangeIsStatedAndHeld) {

@@ -77,24 +77,22 @@ void make_output_directory(const fs::path& dir) {
 void refuse_overwriting_inputs(const Settings& s, const std::vector<fs::path>& outputs, const fs::path& checkpoint,
                                const fs::path& snapshots) {
   struct Input {
-    const char* option;
-    std::string path;
+    std::string option, path;
   };
   for (const Input& in : {Input{"--image", s.image_path}, Input{"--config", s.config_path}, Input{"--resume", s.resume_path}}) {
     if (in.path.empty()) continue;
     std::error_code ec;
-    const auto same = [&](const fs::path& out) {
-      return fs::exists(out, ec) && fs::equivalent(in.path, out, ec);
+    const auto same = [&](const fs::path& a, const fs::path& b) { return fs::exists(b, ec) && fs::equivalent(a, b, ec); };
+    const auto refuse = [&](const fs::path& out) {
+      throw UsageError(in.option + " " + in.path + " is the file this run would write as " + out.string() +
+                       "; it would be overwritten: choose another --out directory");
     };
     for (const fs::path& out : outputs)
-      if (!out.empty() && same(out))
-        throw UsageError(std::string(in.option) + " " + in.path + " is the file this run would write as " + out.string() +
-                         "; it would be overwritten: choose another --out directory");
-    if (in.option != std::string("--resume") && same(checkpoint))
-      throw UsageError(std::string(in.option) + " " + in.path + " is the file this run would write as " +
-                       checkpoint.string() + "; it would be overwritten: choose another --out directory");
-    if (s.save_every && fs::exists(snapshots, ec) && fs::equivalent(fs::path(in.path).parent_path().empty() ? "." : fs::path(in.path).parent_path(), snapshots, ec))
-      throw UsageError(std::string(in.option) + " " + in.path + " lies in " + snapshots.string() +
+      if (!out.empty() && same(in.path, out)) refuse(out);
+    if (in.option != "--resume" && same(in.path, checkpoint)) refuse(checkpoint);
+    const fs::path folder = fs::canonical(in.path, ec).parent_path();
+    if (s.save_every && !ec && same(folder, snapshots))
+      throw UsageError(in.option + " " + in.path + " lies in " + snapshots.string() +
                        ", where --save-every writes its snapshots: move it or choose another --out directory");
   }
 }
@@ -114,6 +112,7 @@ struct TrainResult {
   std::vector<float> losses;
   double seconds = 0;
   bool diverged = false;
+  std::string snapshot_error;  // why snapshots stopped, if they did
 };
 
 // Where each step's batch comes from: drawn on the host and uploaded (CPU), or drawn by a kernel
@@ -182,8 +181,14 @@ TrainResult train(Model& model, const Image& target, const Settings& s, const fs
       r.diverged = true;
       break;
     }
-    if (s.save_every && step % s.save_every == 0 && step < s.steps)
-      save_png(render_model(net, target.width, target.height), (out / "snapshots" / snapshot_name(step)).string());
+    if (s.save_every && step % s.save_every == 0 && step < s.steps && r.snapshot_error.empty()) {
+      // A snapshot that cannot be written (a full disk, say) stops the snapshots, not the training.
+      try {
+        save_png(render_model(net, target.width, target.height), (out / "snapshots" / snapshot_name(step)).string());
+      } catch (const std::exception& e) {
+        r.snapshot_error = "snapshot of step " + std::to_string(step) + ": " + e.what();
+      }
+    }
   }
   progress.finish();
   return r;
@@ -264,13 +269,15 @@ const char* learn_image_usage() {
       "  --out DIR        output directory (default ./" + kDefaultOut + "), created if missing\n"
       "  --seed S         seed of the initial parameters and of the batches (default " + std::to_string(kDefaultSeed) + ")\n"
       "  --resume FILE    continue from a checkpoint (config, parameters, optimizer state); every\n"
-      "                   run writes OUT/checkpoint.tfc\n"
+      "                   run writes OUT/checkpoint.tfc (FILE itself when it is that file)\n"
       "  --save-every N   also write OUT/snapshots/step-NNNNNNNN.png every N steps\n"
       "  --quiet          no progress output (the summary line is still printed)\n"
       "  -h, --help       show this help\n"
       "\n"
-      "Writes OUT/reconstruction.png (the learned picture at full resolution), OUT/loss.png\n"
-      "(loss per step, log scale) and OUT/log.json (config, losses, speed, PSNR).\n";
+      "Writes OUT/checkpoint.tfc first, then OUT/reconstruction.png (the learned picture at full\n"
+      "resolution), OUT/loss.png (loss per step, log scale) and OUT/log.json (config, losses, speed,\n"
+      "PSNR). Outputs never replace inputs; a run whose loss stops being finite stops with an error\n"
+      "and writes no checkpoint.\n";
   return text.c_str();
 }
 
@@ -346,6 +353,7 @@ int run_learn_image(const std::vector<std::string>& args) {
                        model.network->n_params()};
   nlohmann::ordered_json log = run_log(s, config, target, trained, facts, paths);
   if (!picture_error.empty()) log["error"] = picture_error;
+  if (!trained.snapshot_error.empty()) log["snapshot_error"] = trained.snapshot_error;
   const std::string log_text = log.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
   write_file_atomic(paths.log.string(), log_text.data(), log_text.size(), "learn-image");
 
@@ -367,6 +375,8 @@ int run_learn_image(const std::vector<std::string>& args) {
               static_cast<unsigned long long>(facts.steps_done), static_cast<unsigned long long>(s.batch),
               format_duration(facts.train_seconds).c_str(), format_rate(facts.samples_per_second(s.batch)).c_str(),
               final_loss, quality, format_duration(facts.wall_seconds).c_str(), written.c_str());
+  if (!trained.snapshot_error.empty())
+    std::fprintf(stderr, "learn-image: warning: snapshots stopped: %s\n", trained.snapshot_error.c_str());
   return 0;
 }
 
