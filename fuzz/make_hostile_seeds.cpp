@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "core/safetensors.h"
+#include "testing/forged_checkpoint.h"
 #include "tinyfuse/tinyfuse.h"
 
 using namespace tinyfuse;
@@ -39,22 +39,6 @@ std::string safetensors_file(std::string header, const std::vector<uint8_t>& dat
   std::string out(8, '\0');
   for (int i = 0; i < 8; ++i) out[i] = static_cast<char>(static_cast<uint64_t>(header.size()) >> (8 * i));
   return out + header + std::string(data.begin(), data.end());
-}
-
-// A checkpoint of `n` zero parameters and an Adam state, checksums right, with `config` stored.
-std::string checkpoint_with_config(const std::string& config, uint64_t n) {
-  std::vector<float> params(n, 0.0f), state(4 * n, 0.0f);
-  const std::vector<safetensors::TensorOut> tensors = {{"params", params.data(), params.size()},
-                                                       {"optimizer_state", state.data(), state.size()}};
-  const std::vector<uint8_t> data = safetensors::data_section(tensors);
-  const json opt = {{"otype", "Adam"}, {"n_params", n}, {"current_step", 0}, {"learning_rate", 1e-3}};
-  json header = safetensors::make_header(
-      tensors, {{"format", "tinyfuse-checkpoint"}, {"version", "1"}, {"config", config}, {"optimizer", opt.dump()},
-                {"n_params", std::to_string(n)}, {"n_input_dims", "2"}, {"n_output_dims", "1"}, {"loss_scale", "1.0"},
-                {"crc32", safetensors::crc32_hex(safetensors::crc32(data.data(), data.size()))}});
-  header["__metadata__"]["header_crc32"] = safetensors::crc32_hex(safetensors::crc32(header.dump()));
-  const std::vector<uint8_t> file = safetensors::serialize(header, data);
-  return std::string(file.begin(), file.end());
 }
 
 }  // namespace
@@ -92,10 +76,12 @@ int main(int argc, char** argv) {
   write(checkpoint / "deep_header.safetensors", safetensors_file("{\"a\":" + std::string(deep, '[') + std::string(deep, ']') + "}"));
   write(checkpoint / "deep_json_not_a_checkpoint.json", "{\"a\":" + std::string(deep, '[') + std::string(deep, ']') + "}");
   write(checkpoint / "repeated_metadata.safetensors", safetensors_file(R"({"__metadata__": {}, "__metadata__": {}})"));
+  using tinyfuse::testing::checkpoint_with_config;
   write(checkpoint / "config_of_1g_params.safetensors",
         checkpoint_with_config(R"({"network": {"otype": "PortableMLP", "n_neurons": 4096, "n_hidden_layers": 64}})", 65));
-  write(checkpoint / "deep_config.safetensors", checkpoint_with_config(repeat("{\"a\":", 30000) + "1" + std::string(30000, '}'), 65));
+  write(checkpoint / "deep_config.safetensors",
+        checkpoint_with_config(repeat("{\"a\":", 30000) + "1" + std::string(30000, '}'), 65));
   write(checkpoint / "small_model.safetensors",
-        checkpoint_with_config(std::string("{") + R"("network": {"otype": "PortableMLP", "n_neurons": 16, "n_hidden_layers": 1})" + "}", 65));
+        checkpoint_with_config(R"({"network": {"otype": "PortableMLP", "n_neurons": 16, "n_hidden_layers": 1}})", 65));
   return 0;
 }

@@ -20,6 +20,7 @@
 #include "core/json_text.h"
 #include "core/safetensors.h"
 #include "core/text.h"
+#include "testing/forged_checkpoint.h"
 #include "tinyfuse/tinyfuse.h"
 
 using namespace tinyfuse;
@@ -285,25 +286,6 @@ TEST(HostileMemory, TheTrainersPlanCountsEverythingTheModelHolds) {
 
 // ---- checkpoints -----------------------------------------------------------------------------
 
-// A checkpoint file built here: `config` as its config, `n_params` zeros as parameters and an
-// Adam state for them, with both checksums right.
-std::string forged_checkpoint(const std::string& config_text, uint64_t n_params, const std::string& extra_header = "") {
-  std::vector<float> params(n_params, 0.0f), state(4 * n_params, 0.0f);
-  const std::vector<safetensors::TensorOut> tensors = {{"params", params.data(), params.size()},
-                                                       {"optimizer_state", state.data(), state.size()}};
-  const std::vector<uint8_t> data = safetensors::data_section(tensors);
-  const json opt = {{"otype", "Adam"}, {"n_params", n_params}, {"current_step", 0}, {"learning_rate", 1e-3}};
-  json header = safetensors::make_header(
-      tensors, {{"format", "tinyfuse-checkpoint"}, {"version", "1"}, {"config", config_text}, {"optimizer", opt.dump()},
-                {"n_params", std::to_string(n_params)}, {"n_input_dims", "2"}, {"n_output_dims", "1"},
-                {"loss_scale", "1.0"}, {"crc32", safetensors::crc32_hex(safetensors::crc32(data.data(), data.size()))}});
-  header["__metadata__"]["header_crc32"] = safetensors::crc32_hex(safetensors::crc32(header.dump()));
-  std::string text = header.dump();
-  if (!extra_header.empty()) text = text.substr(0, text.size() - 1) + "," + extra_header + "}";
-  const std::vector<uint8_t> file = safetensors::serialize(json::parse(text), data);
-  return std::string(file.begin(), file.end());
-}
-
 // A safetensors file whose header text is `header` (with no data).
 std::string raw_safetensors(std::string header) {
   header.append((8 - header.size() % 8) % 8, ' ');
@@ -328,7 +310,7 @@ TEST(HostileCheckpoint, DeepHeadersAndNonCheckpointsAreRefusedWithoutCrashing) {
   }
   EXPECT_EQ(m.trainer->params_host(), before);
   // The stored config is held to the same limits.
-  const std::string deep_config = forged_checkpoint(deep_objects(kDeep), 65);
+  const std::string deep_config = tinyfuse::testing::checkpoint_with_config(deep_objects(kDeep), 65);
   expect_throw<Error>([&] { load_model_bytes(reinterpret_cast<const uint8_t*>(deep_config.data()), deep_config.size(), "x"); },
                       {"\"config\"", "kMaxJsonDepth"});
 }
@@ -336,12 +318,13 @@ TEST(HostileCheckpoint, DeepHeadersAndNonCheckpointsAreRefusedWithoutCrashing) {
 TEST(HostileCheckpoint, AConfigNamingAHugeModelIsRefusedBeforeTheModelIsBuilt) {
   // 7 KB, valid checksums, a config of 1.06 G parameters (4096 x 64 PortableMLP) but 65 values.
   const std::string config = R"({"network": {"otype": "PortableMLP", "n_neurons": 4096, "n_hidden_layers": 64}})";
-  const std::string f = forged_checkpoint(config, 65);
+  const std::string f = tinyfuse::testing::checkpoint_with_config(config, 65);
   const auto* bytes = reinterpret_cast<const uint8_t*>(f.data());
   expect_throw<Error>([&] { load_model_bytes(bytes, f.size(), "forged"); },
                       {"forged", "holds 65 parameters", "describes a model of 1057239041"});
   // A config the file does match loads.
-  const std::string good = forged_checkpoint(R"({"network": {"otype": "PortableMLP", "n_neurons": 16, "n_hidden_layers": 1}})", 65);
+  const std::string good =
+      tinyfuse::testing::checkpoint_with_config(R"({"network": {"otype": "PortableMLP", "n_neurons": 16, "n_hidden_layers": 1}})", 65);
   Model m = load_model_bytes(reinterpret_cast<const uint8_t*>(good.data()), good.size(), "good");
   EXPECT_EQ(m.network->n_params(), 65u);
 }
