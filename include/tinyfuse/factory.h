@@ -6,6 +6,7 @@
 
 #include "tinyfuse/encoding.h"
 #include "tinyfuse/errors.h"
+#include "tinyfuse/limits.h"
 #include "tinyfuse/loss.h"
 #include "tinyfuse/network.h"
 #include "tinyfuse/optimizer.h"
@@ -59,6 +60,16 @@ struct Model {
 };
 Model create_from_config(uint32_t n_input_dims, uint32_t n_output_dims, const json& config,
                          const BuildOptions& options = {}, uint64_t seed = 1337);
+
+// Config text and config files, read as every tinyfuse front end (the CLI, the Python package)
+// reads them. parse_config throws ConfigError, its message starting with `source`, for text
+// that is not JSON (a syntax error, a number beyond double's range such as 1e400), nests deeper
+// than kMaxJsonDepth or repeats a key in one object. read_config_file also throws Error naming
+// the file when it cannot be read, is not a regular file (a FIFO, /dev/zero) or holds more than
+// kMaxConfigFileBytes. Every create_* function checks the limits of tinyfuse/limits.h again, so
+// json values built in C++ are held to them too.
+json parse_config(const std::string& text, const std::string& source = "config");
+json read_config_file(const std::string& path);
 
 // The otypes this build accepts for each kind of object.
 std::vector<std::string> network_otypes();

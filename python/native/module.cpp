@@ -7,6 +7,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "core/host_memory.h"
+#include "core/memory_plan.h"
 #include "default_config.h"
 #include "loss_plot.h"
 #include "native_object.h"
@@ -42,13 +43,8 @@ BuildOptions options(const std::string& device, int cpu_precision) {
   return o;
 }
 
-json parse_config(const std::string& text, const char* what) {
-  try {
-    return json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw ConfigError(what, text, std::string("not valid JSON: ") + e.what(), "a JSON object");
-  }
-}
+// Config text from Python (json.dumps of the caller's dict), read as every front end reads it.
+json config_arg(const std::string& text, const char* what) { return parse_config(text, std::string(what) + " config"); }
 
 // Widths arrive as Python ints: a negative or oversized one is a ConfigError naming the key (the
 // library checks the rest), not nanobind's "incompatible function arguments" TypeError.
@@ -109,6 +105,19 @@ NB_MODULE(_native, m) {
   m.def("check_host_bytes", [](int64_t rows, int64_t bytes_per_row, const std::string& what) {
     checked_bytes({rows, bytes_per_row}, what);
   });
+  // What a tinyfuse.tcnn module will hold, checked before torch is asked for any of it: the FP32
+  // parameters (module.params) and their gradients (params.grad, which backward fills), and when
+  // the object computes in another dtype the compute copy and its gradients of each call.
+  m.def("check_module_memory", [](const NativeObject& o, const std::string& what) {
+    const DifferentiableObject& object = o.object();
+    const uint64_t n = object.n_params();
+    MemoryPlan plan(what + " (" + std::to_string(n) + " parameters)");
+    plan.add("FP32 parameters", n, 4, true);
+    plan.add("their gradients", n, 4, true);
+    if (object.param_dtype() != DType::F32)
+      plan.add(to_string(object.param_dtype()) + " compute copy and its gradients", n, 2 * dtype_size(object.param_dtype()), true);
+    plan.check();
+  });
   m.def("encoding_otypes", &encoding_otypes);
 
   nb::class_<NativeContext>(m, "Context");
@@ -167,7 +176,7 @@ NB_MODULE(_native, m) {
   m.def("create_network",
         [](int64_t n_input_dims, int64_t n_output_dims, const std::string& network, const std::string& device,
            int cpu_precision, bool strict) {
-          const json config = parse_config(network, "network");
+          const json config = config_arg(network, "network");
           const uint32_t n_in = width_arg(n_input_dims, "network.n_input_dims");
           const uint32_t n_out = width_arg(n_output_dims, "network.n_output_dims");
           return build(options(device, cpu_precision), strict, [&](const BuildOptions& o) {
@@ -179,7 +188,7 @@ NB_MODULE(_native, m) {
   m.def("create_encoding",
         [](int64_t n_input_dims, const std::string& encoding, const std::string& device, int cpu_precision,
            int output_dtype, bool strict) {
-          const json config = parse_config(encoding, "encoding");
+          const json config = config_arg(encoding, "encoding");
           const uint32_t n_in = width_arg(n_input_dims, "encoding.n_input_dims");
           const BuildOptions base = options(device, cpu_precision);
           return build(base, strict, [&](const BuildOptions& o) {
@@ -192,7 +201,7 @@ NB_MODULE(_native, m) {
   m.def("create_network_with_input_encoding",
         [](int64_t n_input_dims, int64_t n_output_dims, const std::string& encoding, const std::string& network,
            const std::string& device, int cpu_precision, bool strict) {
-          const json enc = parse_config(encoding, "encoding"), net = parse_config(network, "network");
+          const json enc = config_arg(encoding, "encoding"), net = config_arg(network, "network");
           const uint32_t n_in = width_arg(n_input_dims, "encoding.n_input_dims");
           const uint32_t n_out = width_arg(n_output_dims, "network.n_output_dims");
           return build(options(device, cpu_precision), strict, [&](const BuildOptions& o) {

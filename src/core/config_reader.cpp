@@ -1,5 +1,7 @@
 #include "core/config_reader.h"
 
+#include "core/json_text.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -21,10 +23,7 @@ std::string join(const std::vector<std::string>& items, const std::string& sep) 
 
 namespace {
 
-std::string json_text(const json& j) {
-  std::string s = j.dump();
-  return s.size() > 80 ? s.substr(0, 77) + "..." : s;
-}
+std::string json_text(const json& j) { return json_excerpt(j, 80); }
 
 std::string type_name(const json& j) {
   if (j.is_boolean()) return "a boolean";

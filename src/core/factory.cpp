@@ -2,7 +2,9 @@
 // checked in core/*_config.cpp; this file only dispatches to a backend.
 #include "tinyfuse/factory.h"
 
+#include "core/config_limits.h"
 #include "core/config_reader.h"
+#include "core/factory_internal.h"
 #include "core/loss_config.h"
 #include "core/network_config.h"
 #include "core/network_with_input_encoding.h"
@@ -72,6 +74,7 @@ uint32_t network_input_alignment(const json& network_config, Device device) {
 std::unique_ptr<Network> create_network(const json& config, uint32_t n_input_dims, uint32_t n_output_dims,
                                         const BuildOptions& options) {
   UnknownKeySink keys(options.ignored_keys);
+  check_section_config_limits(config, "network");
   MlpSpec spec = parse_network_config(config, n_input_dims, n_output_dims, options.device);
 #ifdef TINYFUSE_WITH_CUDA
   if (options.device == Device::CUDA) return cuda::make_network(spec, network_hyperparams(spec));
@@ -84,6 +87,7 @@ std::unique_ptr<Network> create_network(const json& config, uint32_t n_input_dim
 
 std::unique_ptr<Encoding> create_encoding(const json& config, uint32_t n_input_dims, const BuildOptions& options) {
   UnknownKeySink keys(options.ignored_keys);
+  check_section_config_limits(config, "encoding");
   if (n_input_dims > kMaxModelWidth)  // output widths would overflow 32 bits (kMaxModelWidth)
     throw ConfigError("encoding.n_input_dims", std::to_string(n_input_dims), "encodings take at most 2^20 input dimensions",
                       "1 .. " + std::to_string(kMaxModelWidth));
@@ -102,6 +106,7 @@ std::unique_ptr<Encoding> create_encoding(const json& config, uint32_t n_input_d
 
 std::unique_ptr<Loss> create_loss(const json& config, const BuildOptions& options) {
   UnknownKeySink keys(options.ignored_keys);
+  check_section_config_limits(config, "loss");
   LossKind kind = parse_loss_config(config);
 #ifdef TINYFUSE_WITH_CUDA
   if (options.device == Device::CUDA) return cuda::make_loss(kind);
@@ -114,6 +119,7 @@ std::unique_ptr<Loss> create_loss(const json& config, const BuildOptions& option
 
 std::unique_ptr<Optimizer> create_optimizer(const json& config, const BuildOptions& options) {
   UnknownKeySink keys(options.ignored_keys);
+  check_section_config_limits(config, "optimizer");
 #ifdef TINYFUSE_WITH_CUDA
   if (options.device == Device::CUDA) return cuda::make_optimizer(config, "optimizer");
 #endif
@@ -126,6 +132,7 @@ std::unique_ptr<DifferentiableObject> create_network_with_input_encoding(uint32_
                                                                          const json& network_config,
                                                                          const BuildOptions& options) {
   UnknownKeySink keys(options.ignored_keys);
+  check_section_config_limits(network_config, "network");
   std::shared_ptr<Encoding> encoding = create_encoding(encoding_config, n_input_dims, options);
   encoding->set_alignment(network_input_alignment(network_config, options.device));
   const json local = with_padded_input(network_config, encoding->output_width(), encoding->padded_output_width());
@@ -141,9 +148,10 @@ std::unique_ptr<DifferentiableObject> create_padded_network(uint32_t n_input_dim
   return create_network_with_input_encoding(n_input_dims, n_output_dims, {{"otype", "Identity"}}, network_config, options);
 }
 
-Model create_from_config(uint32_t n_input_dims, uint32_t n_output_dims, const json& config, const BuildOptions& options,
-                         uint64_t seed) {
+Model create_model_objects(uint32_t n_input_dims, uint32_t n_output_dims, const json& config,
+                           const BuildOptions& options) {
   UnknownKeySink keys(options.ignored_keys);
+  check_model_config_limits(config);
   ConfigReader r(config, "", {"loss", "optimizer", "encoding", "network"});
   Model m;
   m.loss = create_loss(r.has("loss") ? r.get_object("loss") : json::object(), options);
@@ -153,8 +161,14 @@ Model create_from_config(uint32_t n_input_dims, uint32_t n_output_dims, const js
     m.network = create_network_with_input_encoding(n_input_dims, n_output_dims, r.get_object("encoding"), net, options);
   else
     m.network = create_network(net, n_input_dims, n_output_dims, options);
-  m.trainer = std::make_shared<Trainer>(m.network, m.optimizer, m.loss, seed);
   m.config = config;
+  return m;
+}
+
+Model create_from_config(uint32_t n_input_dims, uint32_t n_output_dims, const json& config, const BuildOptions& options,
+                         uint64_t seed) {
+  Model m = create_model_objects(n_input_dims, n_output_dims, config, options);
+  m.trainer = std::make_shared<Trainer>(m.network, m.optimizer, m.loss, seed);
   return m;
 }
 

@@ -27,7 +27,7 @@ void* alloc(size_t bytes) {
   void* p = nullptr;
   gpuError_t e = gpuMalloc(&p, bytes);
   if (e == gpuErrorMemoryAllocation) out_of_memory(bytes);
-  TF_GPU_CHECK(e);
+  TF_GPU_CHECK_RESULT(e, "gpuMalloc (cudaMalloc / hipMalloc) of device memory");
   return p;
 }
 
@@ -57,7 +57,7 @@ void* alloc_async(size_t bytes, Stream s) {
   void* p = nullptr;
   gpuError_t e = gpuMallocAsync(&p, bytes, as_stream(s));
   if (e == gpuErrorMemoryAllocation) out_of_memory(bytes);
-  TF_GPU_CHECK(e);
+  TF_GPU_CHECK_RESULT(e, "gpuMallocAsync (cudaMallocAsync / hipMallocAsync) of device memory");
   return p;
 }
 
@@ -175,7 +175,7 @@ double device_sum(const TensorView& t) {
   double host[kSumBlocks];
   if (launched == gpuSuccess) launched = gpuMemcpyAsync(host, partial, sizeof(host), gpuMemcpyDefault, as_stream(t.stream));
   release_async(partial, t.stream);
-  TF_GPU_CHECK(launched);
+  TF_GPU_CHECK_RESULT(launched, "the loss sum's kernel launch or copy to the host");
   TF_GPU_CHECK(gpuStreamSynchronize(as_stream(t.stream)));
   double s = 0;
   for (double v : host) s += v;
@@ -210,10 +210,19 @@ int device_count() {
   return n;
 }
 
+uint64_t device_memory() {
+  size_t free = 0, total = 0;
+  if (gpuMemGetInfo(&free, &total) != gpuSuccess) {
+    (void)gpuGetLastError();
+    return 0;
+  }
+  return total;
+}
+
 }  // namespace
 
 const GpuHooks& gpu_hooks() {
-  static const GpuHooks hooks{alloc, release, alloc_async, release_async, copy_device, copy_to_host_dense, copy_from_host_dense, fill, synchronize_stream, sum, device_count, trim_pools};
+  static const GpuHooks hooks{alloc, release, alloc_async, release_async, copy_device, copy_to_host_dense, copy_from_host_dense, fill, synchronize_stream, sum, device_count, trim_pools, device_memory};
   return hooks;
 }
 

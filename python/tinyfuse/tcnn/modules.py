@@ -231,9 +231,9 @@ class Module(torch.nn.Module):
     def _initial_params(self, seed):
         """FP32 initial values for `seed`, on the CPU (PCG32, as the C++ Trainer)."""
         home = next(iter(self._backends.values()))
-        # A model too large for the machine is refused before torch is asked for its memory.
-        _native.check_host_bytes(home.n_params, 4, f"{type(self).__name__}'s FP32 parameters "
-                                 f"({home.n_params} values)")
+        # A model too large for the machine is refused before torch is asked for its memory:
+        # the parameters and the gradients backward will make (docs/ERRORS.md).
+        _native.check_module_memory(home.native, type(self).__name__)
         initial = torch.empty(home.n_params, dtype=torch.float32)
         if home.n_params:
             home.native.initial_params(int(seed), initial.data_ptr())
@@ -391,17 +391,10 @@ class Module(torch.nn.Module):
                               error_msgs):
         # As load_checkpoint in C++ (docs/ERRORS.md): parameters that torch would cast silently
         # (integers, booleans) or that are not finite are refused before anything is copied.
-        # Shapes, missing and unexpected keys stay torch's own errors, but an unexpected key no
-        # longer lets the parameters be copied before torch raises for it.
+        # The rest is torch's own: this module's other buffers and children (of a subclass), shapes,
+        # missing and unexpected keys. (PyTorch calls this with strict=True whatever the caller
+        # asked for, and applies strict=False itself afterwards.)
         p = state_dict.get(prefix + "params")
-        if strict:
-            unexpected = [k for k in state_dict if k.startswith(prefix) and k[len(prefix):] not in ("params",
-                                                                                                "_extra_state")]
-            if unexpected:
-                unexpected_keys.extend(unexpected)
-                if p is None:
-                    missing_keys.append(prefix + "params")
-                return
         if isinstance(p, torch.Tensor) and p.shape == self.params.shape:
             name = f"{type(self).__name__}.load_state_dict"
             if not p.is_floating_point():
@@ -413,6 +406,23 @@ class Module(torch.nn.Module):
                             "the module was left unchanged")
         super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
                                       error_msgs)
+
+    def load_state_dict(self, state_dict, strict=True, *args, **kwargs):
+        # strict=True: keys that do not match this module's (its own and its children's) are
+        # refused before anything is copied; torch alone would copy what matches, then raise.
+        if strict:
+            expected = self.state_dict(keep_vars=True).keys()
+            missing = [k for k in expected if k not in state_dict]
+            unexpected = [k for k in state_dict if k not in expected]
+            if missing or unexpected:
+                msgs = []
+                if missing:
+                    msgs.append("Missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in missing) + ". ")
+                if unexpected:
+                    msgs.append("Unexpected key(s) in state_dict: " + ", ".join(f'"{k}"' for k in unexpected) + ". ")
+                raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t"
+                                   + "\n\t".join(msgs) + "\nNothing was loaded.")
+        return super().load_state_dict(state_dict, strict, *args, **kwargs)
 
     def __getstate__(self):
         # Native objects are not pickled; forward() rebuilds them for the device it meets.

@@ -34,6 +34,11 @@ class Adam final : public CpuOptimizer {
     return j;
   }
 
+  void plan_memory(MemoryPlan& plan, size_t n) const override {
+    plan.add(who() + " moments", n, 2 * sizeof(float), true);
+    plan.add(who() + " step counters", n, sizeof(uint32_t), true);
+  }
+
   void allocate(size_t n, const std::vector<ParamSegment>& segments) override {
     runs_ = param_runs(*this, n, segments);
     first_.assign(n, 0.0f);

@@ -32,6 +32,12 @@ class Ema final : public CpuOptimizer {
     return j;
   }
 
+  void plan_memory(MemoryPlan& plan, size_t n) const override {
+    nested_->plan_memory(plan, n);
+    plan.add(who() + " average", n, sizeof(float), true);
+    if (nested_->has_inference_params()) plan.add(who() + " copy of the nested inference weights", n, sizeof(float), true);
+  }
+
   void allocate(size_t n, const std::vector<ParamSegment>& segments) override {
     nested_->allocate(n, segments);
     ema_.assign(n, 0.0f);

@@ -80,6 +80,13 @@ class Adam final : public GpuOptimizer {
     return j;
   }
 
+  void plan_memory(MemoryPlan& plan, size_t n) const override {
+    plan.add(who() + " moments", n, 2 * sizeof(float), false);
+    plan.add(who() + " step counters", n, sizeof(uint32_t), false);
+    plan.add(who() + " matrix mask", n, 1, false);
+    plan.add(who() + " matrix mask (host staging)", n, 1, true);
+  }
+
   void allocate(size_t n, const std::vector<ParamSegment>& segments) override {
     const std::vector<ParamRun> runs = param_runs(*this, n, segments);
     std::vector<uint8_t> mask(n, 0);

@@ -42,6 +42,8 @@ class Sgd final : public GpuOptimizer {
     return j;
   }
 
+  void plan_memory(MemoryPlan&, size_t) const override {}  // no state
+
   void allocate(size_t n, const std::vector<ParamSegment>& segments) override {
     (void)param_runs(*this, n, segments);  // only to reject segments that do not fit
     step_ = 0;
