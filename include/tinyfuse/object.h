@@ -102,14 +102,18 @@ class DifferentiableObject {
   // this writes or adds (per `param_gradients_mode`) dL2/dparams into the gradient buffer,
   // writes dL2/d(dL_doutput) into `dL_ddLdoutput` ((batch, padded_output_width); may be null) and
   // dL2/dinput through the input Hessian into `dL_dinput` ((batch, input_width); may be null).
-  // Objects without second derivatives throw UnsupportedError; the Grid encodings have them.
+  // `dL_doutput` is the upstream gradient the backward() saw; the context is forward()'s (made
+  // with prepare_input_gradients). On the CPU every network and encoding has second derivatives
+  // (docs/ARCHITECTURE.md, "Second derivatives"); on CUDA the Grid encodings. Objects without
+  // them throw UnsupportedError before writing anything.
   virtual void backward_backward_input(const Context& /*ctx*/, const TensorView& /*input*/,
                                        const TensorView& /*dL_ddLdinput*/, const TensorView& /*dL_doutput*/,
                                        const TensorView* /*dL_ddLdoutput*/, const TensorView* /*dL_dinput*/,
                                        bool /*use_inference_params*/ = false,
                                        GradientMode /*param_gradients_mode*/ = GradientMode::Overwrite) {
-    throw UnsupportedError(name() + "::backward_backward_input: no second derivatives for this object; the Grid "
-                           "encodings (HashGrid, DenseGrid, TiledGrid; CPU and CUDA) have them");
+    throw UnsupportedError(name() + "::backward_backward_input: no second derivatives for this object on " +
+                           to_string(device()) + "; on the CPU every network and encoding has them, on CUDA the Grid "
+                           "encodings (HashGrid, DenseGrid, TiledGrid) do");
   }
 
   virtual json hyperparams() const = 0;

@@ -1,7 +1,8 @@
 // The activation functions and their derivatives, shared by the CPU and GPU backends.
 // Definitions follow tiny-cuda-nn: LeakyReLU slope 0.01; Squareplus and Softplus are sharpened
 // by K_ACT = 10 (squareplus(10x)/10, log(1 + exp(10x))/10); SiLU is x * sigmoid(x).
-// Derivatives are taken from the pre-activation value z, which every backend keeps.
+// Derivatives (first and second) are taken from the pre-activation value z, which every backend
+// keeps.
 #pragma once
 
 #include <cmath>
@@ -82,6 +83,54 @@ TF_HOST_DEVICE inline T activate_derivative(Activation a, T z) {
     }
   }
   return T(1);
+}
+
+// Whether activate_second_derivative(a, .) is 0 wherever it is defined (piecewise-linear
+// activations): second-order passes skip the terms it multiplies.
+TF_HOST_DEVICE inline bool activation_is_piecewise_linear(Activation a) {
+  return a == Activation::None || a == Activation::ReLU || a == Activation::LeakyReLU;
+}
+
+// d^2 activate(a, z) / dz^2. ReLU and LeakyReLU have 0 almost everywhere (their kink is a set
+// of measure zero, ignored as every framework does).
+template <typename T>
+TF_HOST_DEVICE inline T activate_second_derivative(Activation a, T z) {
+  using std::exp;
+  using std::sin;
+  using std::sqrt;
+  using std::tanh;
+  const T k = T(kActivationSharpness);
+  switch (a) {
+    case Activation::None:
+    case Activation::ReLU:
+    case Activation::LeakyReLU: return T(0);
+    case Activation::SiLU: {
+      // (z s)'' = s (1 - s) (2 + z (1 - 2 s))
+      T s = T(1) / (T(1) + exp(-z));
+      return s * (T(1) - s) * (T(2) + z * (T(1) - T(2) * s));
+    }
+    case Activation::Exponential: return exp(z);
+    case Activation::Sine: return -sin(z);
+    case Activation::Sigmoid: {
+      T s = T(1) / (T(1) + exp(-z));
+      return s * (T(1) - s) * (T(1) - T(2) * s);
+    }
+    case Activation::Squareplus: {
+      // d/dz of 0.5 (1 + x / sqrt(x^2 + 4)), x = kz: 2k / (x^2 + 4)^(3/2)
+      T x = k * z;
+      T r = x * x + T(4);
+      return T(2) * k / (r * sqrt(r));
+    }
+    case Activation::Softplus: {
+      T s = T(1) / (T(1) + exp(-k * z));
+      return k * s * (T(1) - s);
+    }
+    case Activation::Tanh: {
+      T t = tanh(z);
+      return T(-2) * t * (T(1) - t * t);
+    }
+  }
+  return T(0);
 }
 
 }  // namespace tinyfuse

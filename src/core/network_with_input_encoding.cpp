@@ -116,13 +116,7 @@ class NetworkWithInputEncoding final : public DifferentiableObject {
   void backward(const Context& base_ctx, const TensorView& input, const TensorView& output,
                 const TensorView& dL_doutput, const TensorView* dL_dinput, bool use_inference_params,
                 GradientMode mode) override {
-    const auto* ctx = dynamic_cast<const ComposedContext*>(&base_ctx);
-    if (!ctx) throw Error("NetworkWithInputEncoding::backward: context does not come from its forward()");
-    check_matrix(input, "input", -1, input_width(), input_dtype(), device());
-    if (checked_bytes({input.rows(), network_->input_width(), static_cast<int64_t>(dtype_size(network_->input_dtype()))},
-                      "the encoded features", false) > ctx->encoded.bytes())
-      throw ShapeError("NetworkWithInputEncoding::backward: input batch " + input.describe() +
-                       " differs from the forward() that made the context");
+    const ComposedContext* ctx = checked_context(base_ctx, input, "backward");
     // Checked here, not only by the encoding: by then the network would have written its gradients.
     if (dL_dinput) check_matrix(*dL_dinput, "dL_dinput", input.rows(), input_width(), input_dtype(), device());
     TensorView enc = ctx->encoded.matrix(network_->input_dtype(), input.rows(), network_->input_width(), input.stream);
@@ -139,12 +133,82 @@ class NetworkWithInputEncoding final : public DifferentiableObject {
       encoding_->backward(*ctx->encoding_ctx, input, enc, d_enc, dL_dinput, use_inference_params, mode);
   }
 
+  // The chain rule twice. With e = encoding(x), dL/de = J_net^T g and dL/dx = J_enc^T dL/de, a
+  // loss on dL/dx with v = dL2/d(dL/dx) gives:
+  //  1. the encoding's second derivatives at upstream dL/de: its parameter terms, its Hessian
+  //     term of dL2/dx, and w = dL2/d(dL/de) = J_enc v;
+  //  2. the network's second derivatives for w at upstream g: its parameter gradients, dL2/dg and
+  //     eps = dL2/de through the network's Hessian;
+  //  3. eps back through the encoding's first-order backward: its parameter gradients
+  //     (accumulated) and J_enc^T eps, added to dL2/dx.
+  // dL/de is recomputed by the network's backward() (the forward keeps no gradients).
+  void backward_backward_input(const Context& base_ctx, const TensorView& input, const TensorView& dL_ddLdinput,
+                               const TensorView& dL_doutput, const TensorView* dL_ddLdoutput,
+                               const TensorView* dL_dinput, bool use_inference_params, GradientMode mode) override {
+    const char* call = "backward_backward_input";
+    const ComposedContext* ctx = checked_context(base_ctx, input, call);
+    const int64_t batch = input.rows();
+    check_matrix(dL_ddLdinput, "dL_ddLdinput", batch, input_width(), input_dtype(), device());
+    check_matrix(dL_doutput, "dL_doutput", batch, padded_output_width(), output_dtype(), device());
+    if (dL_ddLdoutput) check_matrix(*dL_ddLdoutput, "dL_ddLdoutput", batch, padded_output_width(), output_dtype(), device());
+    if (dL_dinput) check_matrix(*dL_dinput, "dL_dinput", batch, input_width(), input_dtype(), device());
+    const bool encoding_params = encoding_->n_params() > 0 && mode != GradientMode::Ignore;
+    const bool need_eps = dL_dinput != nullptr || encoding_params;
+    // Refused before anything is written: adding the two dL2/dinput terms is a host loop.
+    if (dL_dinput && device() != Device::CPU)
+      throw UnsupportedError("NetworkWithInputEncoding::" + std::string(call) + ": dL2/dinput on " + to_string(device()) +
+                             " is not implemented (its two terms are added on the host); ask for dL2/dparams and "
+                             "dL2/d(dL_doutput) only, or run on the CPU");
+    const Stream stream = input.stream;
+    TensorView enc = ctx->encoded.matrix(network_->input_dtype(), batch, network_->input_width(), stream);
+    auto scratch = [&](Buffer& b, DType t, int64_t cols) {
+      b = Buffer::on_stream(device(), static_cast<size_t>(batch) * cols * dtype_size(t), stream);
+      return b.matrix(t, batch, cols, stream);
+    };
+    Buffer d_enc_buffer, w_buffer, eps_buffer, dx_buffer;
+    const TensorView d_enc = scratch(d_enc_buffer, enc.dtype, enc.cols());
+    network_->backward(*ctx->network_ctx, enc, TensorView{}, dL_doutput, &d_enc, use_inference_params, GradientMode::Ignore);
+    const TensorView w = scratch(w_buffer, enc.dtype, enc.cols());
+    encoding_->backward_backward_input(*ctx->encoding_ctx, input, dL_ddLdinput, d_enc, &w, dL_dinput,
+                                       use_inference_params, mode);
+    const TensorView eps = need_eps ? scratch(eps_buffer, enc.dtype, enc.cols()) : TensorView{};
+    network_->backward_backward_input(*ctx->network_ctx, enc, w, dL_doutput, dL_ddLdoutput, need_eps ? &eps : nullptr,
+                                      use_inference_params, mode);
+    if (!need_eps) return;
+    const TensorView dx = dL_dinput ? scratch(dx_buffer, input_dtype(), input_width()) : TensorView{};
+    encoding_->backward(*ctx->encoding_ctx, input, enc, eps, dL_dinput ? &dx : nullptr, use_inference_params,
+                        encoding_params ? GradientMode::Accumulate : GradientMode::Ignore);
+    if (dL_dinput) add_on_host(*dL_dinput, dx);
+  }
+
   json hyperparams() const override {
     return {{"otype", "NetworkWithInputEncoding"}, {"encoding", encoding_->hyperparams()}, {"network", network_->hyperparams()}};
   }
   std::string name() const override { return "NetworkWithInputEncoding"; }
 
  private:
+  const ComposedContext* checked_context(const Context& base_ctx, const TensorView& input, const char* call) const {
+    const auto* ctx = dynamic_cast<const ComposedContext*>(&base_ctx);
+    if (!ctx) throw Error("NetworkWithInputEncoding::" + std::string(call) + ": context does not come from its forward()");
+    check_matrix(input, "input", -1, input_width(), input_dtype(), device());
+    if (checked_bytes({input.rows(), network_->input_width(), static_cast<int64_t>(dtype_size(network_->input_dtype()))},
+                      "the encoded features", false) > ctx->encoded.bytes())
+      throw ShapeError("NetworkWithInputEncoding::" + std::string(call) + ": input batch " + input.describe() +
+                       " differs from the forward() that made the context");
+    return ctx;
+  }
+
+  // dst += src, (batch, cols) matrices of F32 or F64 in host memory.
+  static void add_on_host(const TensorView& dst, const TensorView& src) {
+    auto add = [&](auto* d, const auto* s) {
+      for (int64_t b = 0; b < dst.rows(); ++b)
+        for (int64_t j = 0; j < dst.cols(); ++j) d[b * dst.strides[0] + j * dst.strides[1]] += s[b * src.strides[0] + j * src.strides[1]];
+    };
+    if (dst.dtype == DType::F64) add(dst.ptr<double>(), src.ptr<double>());
+    else if (dst.dtype == DType::F32) add(dst.ptr<float>(), src.ptr<float>());
+    else throw UnsupportedError("NetworkWithInputEncoding: dL2/dinput in " + to_string(dst.dtype) + " is not implemented");
+  }
+
   TensorView head(const TensorView& t) const {
     if (t.data == nullptr) return t;
     check_size(t);

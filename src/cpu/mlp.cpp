@@ -47,11 +47,30 @@ class Scratch {
   size_t size_ = 0, capacity_ = 0;
 };
 
+// What a forward keeps for the passes after it. backward() and backward_backward_input() read it
+// only through layer_input() and preactivation() below: layer l's input (the network input for
+// l = 0, else y of layer l-1) and its pre-activation z, from which act'(z) and act''(z) come. An
+// engine that keeps less (y alone where act' can be had from it, say) changes those two
+// functions and whatever they need, and both passes keep working.
 template <typename T>
 struct MlpContext : Context {
   // Per layer: pre-activations z and activations y, each (batch, width(layer)), dense.
   std::vector<Scratch<T>> z, y;
 };
+
+// Layer li's input rows and their leading dimension.
+template <typename T>
+std::pair<const T*, int64_t> layer_input(const MlpContext<T>& ctx, const TensorView& input, size_t li,
+                                         uint32_t layer_in) {
+  if (li == 0) return {input.ptr<T>(), input.strides[0]};
+  return {ctx.y[li - 1].data(), layer_in};
+}
+
+// Layer li's pre-activations, (batch, width(li)) dense.
+template <typename T>
+const T* preactivation(const MlpContext<T>& ctx, size_t li) {
+  return ctx.z[li].data();
+}
 
 template <typename T>
 class Mlp final : public MlpBase {
@@ -90,9 +109,7 @@ class Mlp final : public MlpBase {
   void backward(const Context& base_ctx, const TensorView& input, const TensorView& /*output*/,
                 const TensorView& dL_doutput, const TensorView* dL_dinput, bool use_inference_params,
                 GradientMode mode) override {
-    const auto* ctx = dynamic_cast<const MlpContext<T>*>(&base_ctx);
-    if (!ctx) throw Error(name() + "::backward: context does not come from this network's forward()");
-    check_io(input, nullptr);
+    const auto* ctx = checked_context(base_ctx, input, "backward");
     const int64_t batch = input.rows();
     check_matrix(dL_doutput, "dL_doutput", batch, padded_output_width(), dtype_of<T>::value, Device::CPU);
     check_rows_dense(dL_doutput, "dL_doutput");
@@ -100,8 +117,6 @@ class Mlp final : public MlpBase {
       check_matrix(*dL_dinput, "dL_dinput", batch, input_width(), dtype_of<T>::value, Device::CPU);
       check_rows_dense(*dL_dinput, "dL_dinput");
     }
-    if (ctx->z.size() != layers_.size() || (batch > 0 && ctx->z[0].size() != static_cast<size_t>(batch) * layers_[0].out))
-      throw ShapeError(name() + "::backward: input batch differs from the forward() that made the context");
     if (mode != GradientMode::Ignore && !gradients_)
       throw Error(name() + "::backward: parameter gradients requested but set_params() got no gradient buffer");
     const T* weights = use_inference_params ? inference_params_ : params_;
@@ -116,14 +131,13 @@ class Mlp final : public MlpBase {
       const Layer& l = layers_[li];
       const Activation act = layer_activation(li);
       dz.resize(static_cast<size_t>(batch) * l.out);
-      const T* z = ctx->z[li].data();
+      const T* z = preactivation(*ctx, li);
       parallel_for(batch, rows_per_chunk(l.out), [&](int64_t b0, int64_t b1) {
         for (int64_t b = b0; b < b1; ++b)
           for (uint32_t o = 0; o < l.out; ++o)
             dz[b * l.out + o] = dy[b * ldy + o] * activate_derivative(act, z[b * l.out + o]);
       });
-      const T* x_prev = li == 0 ? input.ptr<T>() : ctx->y[li - 1].data();
-      const int64_t ldx = li == 0 ? input.strides[0] : l.in;
+      const auto [x_prev, ldx] = layer_input(*ctx, input, li, l.in);
       if (mode != GradientMode::Ignore) {
         if (batch > 0) {
           gemm(true, false, l.out, l.in, batch, T(1), dz.data(), l.out, x_prev, ldx, beta, gradients_ + l.weight_offset, l.in);
@@ -147,7 +161,198 @@ class Mlp final : public MlpBase {
     }
   }
 
+  // The adjoint of backward(): backward() maps (dL/doutput g, input, params) to dL/dinput
+  // through, per layer from the top, dz = dy * act'(z), dy_prev = dz W (dy = g at the top,
+  // dL/dinput = dy of the input). Given v = dL2/d(dL/dinput), three sweeps:
+  //  1. backward() again for every layer's dz and, where act'' is not 0, c = dy * act''(z);
+  //  2. from the input up, the adjoints of that backward: a_in = v, then per layer
+  //     bdz = a_in W^T, bz = bdz * c (the adjoint reaching z through act'), a_out = bdz * act'(z);
+  //     dL2/dW += dz^T a_in; a_out of the top layer is dL2/dg;
+  //  3. bz through the forward pass, from the top down as backward() does (with bz added to
+  //     each layer's dz): dL2/dW += dZ^T x, dL2/db = dZ^T 1, and the input's share is dL2/dinput.
+  // With piecewise-linear activations every c is 0 and sweep 3 contributes nothing (ReLU's
+  // dL/dinput is linear in the weights between kinks; its dependence on the weights and on g
+  // still flows through sweep 2).
+  void backward_backward_input(const Context& base_ctx, const TensorView& input, const TensorView& dL_ddLdinput,
+                               const TensorView& dL_doutput, const TensorView* dL_ddLdoutput,
+                               const TensorView* dL_dinput, bool use_inference_params, GradientMode mode) override {
+    const char* call = "backward_backward_input";
+    const auto* ctx = checked_context(base_ctx, input, call);
+    const int64_t batch = input.rows();
+    check_matrix(dL_ddLdinput, "dL_ddLdinput", batch, input_width(), dtype_of<T>::value, Device::CPU);
+    check_rows_dense(dL_ddLdinput, "dL_ddLdinput");
+    check_matrix(dL_doutput, "dL_doutput", batch, padded_output_width(), dtype_of<T>::value, Device::CPU);
+    check_rows_dense(dL_doutput, "dL_doutput");
+    if (dL_ddLdoutput) {
+      check_matrix(*dL_ddLdoutput, "dL_ddLdoutput", batch, padded_output_width(), dtype_of<T>::value, Device::CPU);
+      check_rows_dense(*dL_ddLdoutput, "dL_ddLdoutput");
+    }
+    if (dL_dinput) {
+      check_matrix(*dL_dinput, "dL_dinput", batch, input_width(), dtype_of<T>::value, Device::CPU);
+      check_rows_dense(*dL_dinput, "dL_dinput");
+    }
+    if (mode != GradientMode::Ignore && !gradients_)
+      throw Error(name() + "::" + call + ": parameter gradients requested but set_params() got no gradient buffer");
+    // dz of every layer, c of the curved ones, and three layer-wide buffers.
+    int64_t per_row = 0, widest = 0;
+    for (size_t li = 0; li < layers_.size(); ++li) {
+      const int64_t out = layers_[li].out;
+      per_row += activation_is_piecewise_linear(layer_activation(li)) ? out : 2 * out;
+      widest = std::max<int64_t>(widest, std::max<int64_t>(out, layers_[li].in));
+    }
+    checked_bytes({batch, per_row + 3 * widest + 1, int64_t{sizeof(T)}},
+                  name() + " second-order activations of a batch of " + std::to_string(batch));
+
+    const bool write_params = mode != GradientMode::Ignore;
+    const T beta = mode == GradientMode::Accumulate ? T(1) : T(0);
+    if (batch == 0) {
+      if (mode == GradientMode::Overwrite) std::fill(gradients_, gradients_ + n_params_, T(0));
+      return;
+    }
+    const T* weights = use_inference_params ? inference_params_ : params_;
+    const size_t n_layers = layers_.size();
+    auto curved = [&](size_t li) { return !activation_is_piecewise_linear(layer_activation(li)); };
+    auto rows = [&](uint32_t width, auto&& body) {
+      parallel_for(batch, rows_per_chunk(width), [&](int64_t b0, int64_t b1) {
+        for (int64_t b = b0; b < b1; ++b) body(b);
+      });
+    };
+
+    // Sweep 1: backward()'s dz per layer, and c where act'' is not 0.
+    std::vector<Scratch<T>> dz(n_layers), c(n_layers);
+    {
+      Scratch<T> dy_buf;
+      const T* dy = dL_doutput.ptr<T>();
+      int64_t ldy = dL_doutput.strides[0];
+      for (size_t li = n_layers; li-- > 0;) {
+        const Layer& l = layers_[li];
+        const Activation act = layer_activation(li);
+        const T* z = preactivation(*ctx, li);
+        dz[li].resize(static_cast<size_t>(batch) * l.out);
+        if (curved(li)) c[li].resize(dz[li].size());
+        T* dzl = dz[li].data();
+        T* cl = curved(li) ? c[li].data() : nullptr;
+        rows(l.out, [&](int64_t b) {
+          for (uint32_t o = 0; o < l.out; ++o) {
+            const T g = dy[b * ldy + o], zz = z[b * l.out + o];
+            dzl[b * l.out + o] = g * activate_derivative(act, zz);
+            if (cl) cl[b * l.out + o] = g * activate_second_derivative(act, zz);
+          }
+        });
+        if (li == 0) break;
+        Scratch<T> next;
+        next.resize(static_cast<size_t>(batch) * l.in);
+        gemm(false, false, batch, l.in, l.out, T(1), dzl, l.out, weights + l.weight_offset, l.in, T(0), next.data(), l.in);
+        dy_buf.swap(next);
+        dy = dy_buf.data();
+        ldy = l.in;
+      }
+    }
+
+    // Sweep 2: adjoints of backward() from the input up; c[li] becomes bz of layer li.
+    {
+      Scratch<T> a_buf, bdz;
+      const T* a = dL_ddLdinput.ptr<T>();
+      int64_t lda = dL_ddLdinput.strides[0];
+      for (size_t li = 0; li < n_layers; ++li) {
+        const Layer& l = layers_[li];
+        const Activation act = layer_activation(li);
+        const T* z = preactivation(*ctx, li);
+        bdz.resize(static_cast<size_t>(batch) * l.out);
+        gemm(false, true, batch, l.out, l.in, T(1), a, lda, weights + l.weight_offset, l.in, T(0), bdz.data(), l.out);
+        if (write_params)
+          gemm(true, false, l.out, l.in, batch, T(1), dz[li].data(), l.out, a, lda, beta, gradients_ + l.weight_offset, l.in);
+        const bool top = li + 1 == n_layers;
+        if (top && !dL_ddLdoutput && !curved(li)) break;
+        T* out = nullptr;
+        int64_t ldo = l.out;
+        if (top && dL_ddLdoutput) {
+          out = dL_ddLdoutput->ptr<T>();
+          ldo = dL_ddLdoutput->strides[0];
+        } else if (!top) {
+          Scratch<T> next;
+          next.resize(static_cast<size_t>(batch) * l.out);
+          a_buf.swap(next);
+          out = a_buf.data();
+        }
+        T* cl = curved(li) ? c[li].data() : nullptr;
+        const T* bd = bdz.data();
+        rows(l.out, [&](int64_t b) {
+          for (uint32_t o = 0; o < l.out; ++o) {
+            const T v = bd[b * l.out + o];
+            if (cl) cl[b * l.out + o] *= v;
+            if (out) out[b * ldo + o] = v * activate_derivative(act, z[b * l.out + o]);
+          }
+        });
+        a = a_buf.data();
+        lda = l.out;
+      }
+    }
+
+    // Sweep 3: bz through the forward pass, from the topmost curved layer down. Above it nothing
+    // flows: the biases get no second-order gradient there.
+    size_t n_flowing = 0;  // layers [0, n_flowing) carry a second-order dZ
+    for (size_t li = 0; li < n_layers; ++li)
+      if (curved(li)) n_flowing = li + 1;
+    std::vector<T> ones(static_cast<size_t>(batch), T(1));
+    if (spec_.biases && mode == GradientMode::Overwrite)
+      for (size_t li = n_flowing; li < n_layers; ++li)
+        std::fill(gradients_ + layers_[li].bias_offset, gradients_ + layers_[li].bias_offset + layers_[li].out, T(0));
+    if (n_flowing == 0) {
+      if (dL_dinput) fill_rows(*dL_dinput, T(0));
+      return;
+    }
+    Scratch<T> e_buf, dZ;
+    const T* e = nullptr;  // adjoint of layer li's output y from the layers above
+    for (size_t li = n_flowing; li-- > 0;) {
+      const Layer& l = layers_[li];
+      const Activation act = layer_activation(li);
+      const T* z = preactivation(*ctx, li);
+      const T* bz = curved(li) ? c[li].data() : nullptr;
+      dZ.resize(static_cast<size_t>(batch) * l.out);
+      rows(l.out, [&](int64_t b) {
+        for (uint32_t o = 0; o < l.out; ++o) {
+          const size_t i = b * l.out + o;
+          T v = bz ? bz[i] : T(0);
+          if (e) v += e[i] * activate_derivative(act, z[i]);
+          dZ[i] = v;
+        }
+      });
+      if (write_params) {
+        const auto [x_prev, ldx] = layer_input(*ctx, input, li, l.in);
+        gemm(true, false, l.out, l.in, batch, T(1), dZ.data(), l.out, x_prev, ldx, T(1), gradients_ + l.weight_offset, l.in);
+        if (spec_.biases)
+          gemm(true, false, l.out, 1, batch, T(1), dZ.data(), l.out, ones.data(), 1, beta, gradients_ + l.bias_offset, 1);
+      }
+      if (li > 0) {
+        Scratch<T> next;
+        next.resize(static_cast<size_t>(batch) * l.in);
+        gemm(false, false, batch, l.in, l.out, T(1), dZ.data(), l.out, weights + l.weight_offset, l.in, T(0), next.data(), l.in);
+        e_buf.swap(next);
+        e = e_buf.data();
+      } else if (dL_dinput) {
+        gemm(false, false, batch, l.in, l.out, T(1), dZ.data(), l.out, weights + l.weight_offset, l.in, T(0),
+             dL_dinput->ptr<T>(), dL_dinput->strides[0]);
+      }
+    }
+  }
+
  private:
+  const MlpContext<T>* checked_context(const Context& base_ctx, const TensorView& input, const char* call) const {
+    const auto* ctx = dynamic_cast<const MlpContext<T>*>(&base_ctx);
+    if (!ctx) throw Error(name() + "::" + call + ": context does not come from this network's forward()");
+    check_io(input, nullptr);
+    const int64_t batch = input.rows();
+    if (ctx->z.size() != layers_.size() || (batch > 0 && ctx->z[0].size() != static_cast<size_t>(batch) * layers_[0].out))
+      throw ShapeError(name() + "::" + call + ": input batch differs from the forward() that made the context");
+    return ctx;
+  }
+
+  static void fill_rows(const TensorView& t, T value) {
+    T* p = t.ptr<T>();
+    for (int64_t b = 0; b < t.rows(); ++b) std::fill(p + b * t.strides[0], p + b * t.strides[0] + t.cols(), value);
+  }
+
   static int64_t rows_per_chunk(uint32_t width) { return std::max<int64_t>(1, kElementGrain / std::max<uint32_t>(width, 1)); }
 
   void check_io(const TensorView& input, const TensorView* output) const {

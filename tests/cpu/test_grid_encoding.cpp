@@ -666,15 +666,6 @@ TEST(GridEncoding, SecondDerivativeModesAndErrors) {
   } catch (const ShapeError& e) {
     EXPECT_TRUE(contains(e.what(), "dL_ddLdinput")) << e.what();
   }
-  // Objects without second derivatives say which ones have them.
-  auto freq = create_encoding({{"otype", "Frequency"}}, 2, kF64);
-  auto fctx = freq->forward(mat(x, batch, 2), nullptr);
-  try {
-    freq->backward_backward_input(*fctx, mat(x, batch, 2), mat(v, batch, 2), mat(dy, batch, 6), nullptr, nullptr);
-    ADD_FAILURE() << "expected an UnsupportedError";
-  } catch (const UnsupportedError& e) {
-    EXPECT_TRUE(contains(e.what(), "Grid")) << e.what();
-  }
 }
 
 // ---- Determinism, gradient modes, stochastic interpolation ----

@@ -46,4 +46,34 @@ TF_HOST_DEVICE inline T frequency_backward(uint32_t n_frequencies, T x, In dL_do
   return result;
 }
 
+// Second order. The features of x change along v (a step in x) by v * d features / dx:
+// writes those 2 * n_frequencies values (dL2/d(dL/dfeatures) given v = dL2/d(dL/dx)).
+template <typename T, typename Out>
+TF_HOST_DEVICE inline void frequency_jacobian(uint32_t n_frequencies, T x, T v, Out out) {
+  using std::cos;
+  using std::ldexp;
+  using std::sin;
+  for (uint32_t k = 0; k < n_frequencies; ++k) {
+    const T rate = ldexp(frequency_pi<T>(), static_cast<int>(k));
+    const T phase = ldexp(x, static_cast<int>(k)) * frequency_pi<T>();
+    out[2 * k] = v * rate * cos(phase);
+    out[2 * k + 1] = -v * rate * sin(phase);
+  }
+}
+
+// d frequency_backward(n, x, dL_dout) / dx: sum over k of -rate^2 (dL_dout[2k] sin + dL_dout[2k+1] cos).
+template <typename T, typename In>
+TF_HOST_DEVICE inline T frequency_backward_derivative(uint32_t n_frequencies, T x, In dL_dout) {
+  using std::cos;
+  using std::ldexp;
+  using std::sin;
+  T result = T(0);
+  for (uint32_t k = 0; k < n_frequencies; ++k) {
+    const T rate = ldexp(frequency_pi<T>(), static_cast<int>(k));
+    const T phase = ldexp(x, static_cast<int>(k)) * frequency_pi<T>();
+    result -= rate * rate * (dL_dout[2 * k] * sin(phase) + dL_dout[2 * k + 1] * cos(phase));
+  }
+  return result;
+}
+
 }  // namespace tinyfuse

@@ -33,6 +33,14 @@ TF_HOST_DEVICE inline T quartic_pdf(T t, T inv_radius) {
   return w > T(0) ? T(15) / T(16) * w * w * inv_radius : T(0);
 }
 
+// d pdf(t) / dt = -15/4 u (1 - u^2) inv_radius^2 inside the kernel, 0 outside (continuous at |u| = 1).
+template <typename T>
+TF_HOST_DEVICE inline T quartic_pdf_derivative(T t, T inv_radius) {
+  const T u = t * inv_radius;
+  const T w = T(1) - u * u;
+  return w > T(0) ? T(-15) / T(4) * u * w * inv_radius * inv_radius : T(0);
+}
+
 // Wrapped CDF at bin boundary b of the kernel centred on x.
 template <typename T>
 TF_HOST_DEVICE inline T oneblob_wrapped_cdf(T b, T x, T inv_radius) {
@@ -67,6 +75,40 @@ TF_HOST_DEVICE inline T oneblob_backward(uint32_t n_bins, T x, In dL_dout) {
   for (uint32_t k = 0; k < n_bins; ++k) {
     const T right = oneblob_wrapped_pdf(T(k + 1) / n, x, n);
     result += dL_dout[k] * (left - right);
+    left = right;
+  }
+  return result;
+}
+
+template <typename T>
+TF_HOST_DEVICE inline T oneblob_wrapped_pdf_derivative(T b, T x, T inv_radius) {
+  const T t = b - x;
+  return quartic_pdf_derivative(t - T(1), inv_radius) + quartic_pdf_derivative(t, inv_radius) +
+         quartic_pdf_derivative(t + T(1), inv_radius);
+}
+
+// Second order: v * d features / dx, the n_bins values dL2/d(dL/dfeatures) given v = dL2/d(dL/dx).
+template <typename T, typename Out>
+TF_HOST_DEVICE inline void oneblob_jacobian(uint32_t n_bins, T x, T v, Out out) {
+  const T n = T(n_bins);
+  T left = oneblob_wrapped_pdf(T(0), x, n);
+  for (uint32_t k = 0; k < n_bins; ++k) {
+    const T right = oneblob_wrapped_pdf(T(k + 1) / n, x, n);
+    out[k] = v * (left - right);
+    left = right;
+  }
+}
+
+// d oneblob_backward(n, x, dL_dout) / dx: d/dx pdf(b - x) = -pdf'(b - x), so each bin gives
+// pdf'((k+1)/n - x) - pdf'(k/n - x).
+template <typename T, typename In>
+TF_HOST_DEVICE inline T oneblob_backward_derivative(uint32_t n_bins, T x, In dL_dout) {
+  const T n = T(n_bins);
+  T left = oneblob_wrapped_pdf_derivative(T(0), x, n);
+  T result = T(0);
+  for (uint32_t k = 0; k < n_bins; ++k) {
+    const T right = oneblob_wrapped_pdf_derivative(T(k + 1) / n, x, n);
+    result += dL_dout[k] * (right - left);
     left = right;
   }
   return result;

@@ -103,4 +103,67 @@ TF_HOST_DEVICE inline void sh_backward(uint32_t degree, T x, T y, T z, In dL_dou
   grad[2] += gz;
 }
 
+// Second order. Per band l and order m >= 0 the features are Re and Im of the complex function
+// Phi = R(z) w^m (w = x + iy, R = (-1)^m K_l^m Q_l^m; for m = 0 only Re), with
+//   Phi_x = R P1, Phi_y = i R P1, Phi_z = R' P0,
+//   Phi_xx = R P2, Phi_xy = i R P2, Phi_yy = -R P2, Phi_xz = R' P1, Phi_yz = i R' P1, Phi_zz = R'' P0,
+// where P0 = w^m, P1 = m w^(m-1), P2 = m (m-1) w^(m-2), R' = (-1)^m K Q_l^(m+1), R'' = (-1)^m K Q_l^(m+2)
+// (0 beyond l). With s = v_x + i v_y, the change along v is J v = R P1 s + R' P0 v_z.
+
+// Writes the degree^2 values J v (dL2/d(dL/dfeatures) given v = dL2/d(dL/d(x, y, z))) to out.
+template <typename T, typename Out>
+TF_HOST_DEVICE inline void sh_jacobian(uint32_t degree, T x, T y, T z, const T* v, Out out) {
+  T q[kMaxShDegree][kMaxShDegree], re[kMaxShDegree], im[kMaxShDegree];
+  sh_legendre_parts(degree, z, q);
+  sh_azimuthal_parts(degree, x, y, re, im);
+  for (uint32_t l = 0; l < degree; ++l) {
+    const uint32_t centre = l * l + l;
+    out[centre] = l >= 1 ? sh_signed_norm<T>(l, 0) * q[1][l] * v[2] : T(0);
+    for (uint32_t m = 1; m <= l; ++m) {
+      const T norm = sh_signed_norm<T>(l, m);
+      const T r = norm * q[m][l], dr = m + 1 <= l ? norm * q[m + 1][l] : T(0);
+      const T p1_re = T(m) * re[m - 1], p1_im = T(m) * im[m - 1];
+      // R P1 s + R' P0 v_z
+      out[centre + m] = r * (p1_re * v[0] - p1_im * v[1]) + dr * re[m] * v[2];
+      out[centre - m] = r * (p1_re * v[1] + p1_im * v[0]) + dr * im[m] * v[2];
+    }
+  }
+}
+
+// Accumulates into grad[0..3) the Hessian of sum_j dL_dout[j] * feature_j at (x, y, z) times v:
+// the derivative of sh_backward's dL/d(x, y, z) along v.
+template <typename T, typename In>
+TF_HOST_DEVICE inline void sh_hessian(uint32_t degree, T x, T y, T z, In dL_dout, const T* v, T* grad) {
+  T q[kMaxShDegree][kMaxShDegree], re[kMaxShDegree], im[kMaxShDegree];
+  sh_legendre_parts(degree, z, q);
+  sh_azimuthal_parts(degree, x, y, re, im);
+  T gx = T(0), gy = T(0), gz = T(0);
+  for (uint32_t l = 0; l < degree; ++l) {
+    const uint32_t centre = l * l + l;
+    // m = 0: Phi = R(z), only Phi_zz.
+    if (l >= 2) gz += dL_dout[centre] * sh_signed_norm<T>(l, 0) * q[2][l] * v[2];
+    for (uint32_t m = 1; m <= l; ++m) {
+      const T norm = sh_signed_norm<T>(l, m);
+      const T r = norm * q[m][l];
+      const T dr = m + 1 <= l ? norm * q[m + 1][l] : T(0);
+      const T d2r = m + 2 <= l ? norm * q[m + 2][l] : T(0);
+      const T p1_re = T(m) * re[m - 1], p1_im = T(m) * im[m - 1];
+      const T p2_re = m >= 2 ? T(m * (m - 1)) * re[m - 2] : T(0), p2_im = m >= 2 ? T(m * (m - 1)) * im[m - 2] : T(0);
+      // Q = R P2 s + R' P1 v_z; (H v)_x = Q, (H v)_y = i Q, (H v)_z = R' P1 s + R'' P0 v_z.
+      const T q_re = r * (p2_re * v[0] - p2_im * v[1]) + dr * p1_re * v[2];
+      const T q_im = r * (p2_re * v[1] + p2_im * v[0]) + dr * p1_im * v[2];
+      const T hz_re = dr * (p1_re * v[0] - p1_im * v[1]) + d2r * re[m] * v[2];
+      const T hz_im = dr * (p1_re * v[1] + p1_im * v[0]) + d2r * im[m] * v[2];
+      // Each feature pair adds Re(conj(g_re + i g_im) * value) = g_re Re + g_im Im.
+      const T g_re = dL_dout[centre + m], g_im = dL_dout[centre - m];
+      gx += g_re * q_re + g_im * q_im;
+      gy += -g_re * q_im + g_im * q_re;  // i Q = -Im Q + i Re Q
+      gz += g_re * hz_re + g_im * hz_im;
+    }
+  }
+  grad[0] += gx;
+  grad[1] += gy;
+  grad[2] += gz;
+}
+
 }  // namespace tinyfuse

@@ -45,4 +45,16 @@ TF_HOST_DEVICE inline T triangle_wave_backward(uint32_t n_frequencies, T x, In d
   return result;
 }
 
+// Second order: v * d features / dx (the features are piecewise linear, so the derivative of
+// triangle_wave_backward with respect to x is 0 almost everywhere and has no function here).
+template <typename T, typename Out>
+TF_HOST_DEVICE inline void triangle_wave_jacobian(uint32_t n_frequencies, T x, T v, Out out) {
+  using std::floor;
+  using std::ldexp;
+  for (uint32_t k = 0; k < n_frequencies; ++k) {
+    const T phase = triangle_wave_phase(x, k);
+    out[k] = v * ldexp(phase - floor(phase) < T(0.5) ? T(-1) : T(1), static_cast<int>(k) + 1);
+  }
+}
+
 }  // namespace tinyfuse

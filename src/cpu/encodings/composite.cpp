@@ -166,7 +166,123 @@ class CompositeEncoding final : public CpuEncoding {
     converting_bad_alloc([&] { backward_impl(base_ctx, input, output, dL_doutput, dL_dinput, use_inference_params, mode); });
   }
 
+  // Each part's backward() saw h_i = dL/d(its output) (for Product: dL/dy times the other parts'
+  // outputs), so with v_i the part's columns of v = dL2/d(dL/dinput) and t_i = J_i v_i (the
+  // part's own dL2/d(dL/d its output)):
+  //  * the part's backward_backward_input(v_i, h_i) gives its parameter and Hessian terms and t_i;
+  //  * dL2/d(dL/dy) gathers t_i (Concatenation: in the part's columns; Sum: summed; Product:
+  //    t_i times the other parts' outputs, summed);
+  //  * Product only: h_i depends on the other parts' outputs, so part i also gets the first-order
+  //    upstream r_i = dL/dy * sum over k != i of t_k * (the outputs of the parts other than i, k),
+  //    passed through its backward() (parameters accumulated, input gradient added).
+  void backward_backward_input(const Context& base_ctx, const TensorView& input, const TensorView& dL_ddLdinput,
+                               const TensorView& dL_doutput, const TensorView* dL_ddLdoutput,
+                               const TensorView* dL_dinput, bool use_inference_params, GradientMode mode) override {
+    converting_bad_alloc([&] {
+      second_order_impl(base_ctx, input, dL_ddLdinput, dL_doutput, dL_ddLdoutput, dL_dinput, use_inference_params, mode);
+    });
+  }
+
  private:
+  void second_order_impl(const Context& base_ctx, const TensorView& input, const TensorView& dL_ddLdinput,
+                         const TensorView& dL_doutput, const TensorView* dL_ddLdoutput, const TensorView* dL_dinput,
+                         bool use_inference_params, GradientMode mode) {
+    const auto* ctx = dynamic_cast<const Ctx*>(&base_ctx);
+    if (!ctx || ctx->nested.size() != parts_.size())
+      throw Error("Composite::backward_backward_input: context does not come from this encoding's forward()");
+    check_matrix(input, "input", -1, n_in_, dtype_of<T>::value, Device::CPU);
+    const int64_t batch = input.rows();
+    for (size_t i = 0; i < parts_.size(); ++i)
+      if (ctx->outputs[i].size() != static_cast<size_t>(batch) * parts_[i].encoding->padded_output_width())
+        throw ShapeError("Composite::backward_backward_input: input batch " + std::to_string(batch) +
+                         " differs from the forward() that made the context");
+    const uint32_t width = padded_output_width();
+    check_matrix(dL_ddLdinput, "dL_ddLdinput", batch, n_in_, dtype_of<T>::value, Device::CPU);
+    check_matrix(dL_doutput, "dL_doutput", batch, width, dtype_of<T>::value, Device::CPU);
+    if (dL_ddLdoutput) check_matrix(*dL_ddLdoutput, "dL_ddLdoutput", batch, width, dtype_of<T>::value, Device::CPU);
+    if (dL_dinput) check_matrix(*dL_dinput, "dL_dinput", batch, n_in_, dtype_of<T>::value, Device::CPU);
+    // The copies below: per part h, v, input, t and the Hessian term, plus every part's t for Product.
+    int64_t per_row = 0;
+    for (const Part& p : parts_)
+      per_row = std::max<int64_t>(per_row, 2 * int64_t{p.encoding->padded_output_width()} + 3 * int64_t{p.n_dims}) +
+                (reduction_ == ReductionType::Product ? p.encoding->padded_output_width() : 0);
+    checked_bytes({batch, per_row, int64_t{sizeof(T)}},
+                  "Composite's second-order per-part copies of a batch of " + std::to_string(batch));
+
+    auto at = [](const TensorView& t, int64_t b, uint32_t j) -> T& { return t.ptr<T>()[b * t.strides[0] + j * t.strides[1]]; };
+    auto zero = [&](const TensorView& t) {
+      parallel_for(batch, kGrain, [&](int64_t b0, int64_t b1) {
+        for (int64_t b = b0; b < b1; ++b)
+          for (int64_t j = 0; j < t.cols(); ++j) at(t, b, static_cast<uint32_t>(j)) = T(0);
+      });
+    };
+    if (dL_ddLdoutput) zero(*dL_ddLdoutput);
+    if (dL_dinput) zero(*dL_dinput);
+    const bool product = reduction_ == ReductionType::Product && parts_.size() > 1;
+    std::vector<std::vector<T>> t(parts_.size());  // each part's J_i v_i, batch-major
+    uint32_t column = 0;
+    for (size_t i = 0; i < parts_.size(); ++i) {
+      const Part& p = parts_[i];
+      const uint32_t part_column = column, pw = p.encoding->padded_output_width();
+      column += p.width();
+      const bool wants_params = p.encoding->n_params() > 0 && mode != GradientMode::Ignore;
+      const bool wants_t = dL_ddLdoutput || product;
+      if (!wants_params && !wants_t && !dL_dinput) continue;
+      std::vector<T> h = part_upstream(*ctx, dL_doutput, i, part_column);
+      std::vector<T> part_in = gather_input(input, p), part_v = gather_columns(dL_ddLdinput, p);
+      t[i].assign(wants_t ? static_cast<size_t>(batch) * pw : 0, T(0));
+      std::vector<T> hx(dL_dinput ? static_cast<size_t>(batch) * p.n_dims : 0);
+      TensorView t_view = TensorView::matrix(t[i].data(), batch, pw), hx_view = TensorView::matrix(hx.data(), batch, p.n_dims);
+      p.encoding->backward_backward_input(*ctx->nested[i], TensorView::matrix(part_in.data(), batch, p.n_dims),
+                                          TensorView::matrix(part_v.data(), batch, p.n_dims),
+                                          TensorView::matrix(h.data(), batch, pw), wants_t ? &t_view : nullptr,
+                                          dL_dinput ? &hx_view : nullptr, use_inference_params, mode);
+      if (dL_dinput) scatter_add(*dL_dinput, hx, p);
+      if (!dL_ddLdoutput) continue;
+      parallel_for(batch, kGrain, [&](int64_t b0, int64_t b1) {
+        for (int64_t b = b0; b < b1; ++b)
+          for (uint32_t j = 0; j < pw; ++j) {
+            T value = t[i][b * pw + j];
+            if (product)
+              for (size_t k = 0; k < parts_.size(); ++k)
+                if (k != i) value *= part_value(*ctx, k, b, j);
+            at(*dL_ddLdoutput, b, reduction_ == ReductionType::Concatenation ? part_column + j : j) += value;
+          }
+      });
+    }
+    if (!product) return;
+    for (size_t i = 0; i < parts_.size(); ++i) {
+      const Part& p = parts_[i];
+      const bool wants_params = p.encoding->n_params() > 0 && mode != GradientMode::Ignore;
+      if (!wants_params && !dL_dinput) continue;
+      const uint32_t pw = p.encoding->padded_output_width();
+      std::vector<T> r(static_cast<size_t>(batch) * pw);
+      parallel_for(batch, kGrain, [&](int64_t b0, int64_t b1) {
+        for (int64_t b = b0; b < b1; ++b)
+          for (uint32_t j = 0; j < pw; ++j) {
+            T sum = T(0);
+            for (size_t k = 0; k < parts_.size(); ++k) {
+              const uint32_t pwk = parts_[k].encoding->padded_output_width();
+              if (k == i || j >= pwk) continue;  // columns past a part's own output are constant ones
+              T term = t[k][b * pwk + j];
+              for (size_t m = 0; m < parts_.size(); ++m)
+                if (m != i && m != k) term *= part_value(*ctx, m, b, j);
+              sum += term;
+            }
+            r[b * pw + j] = at(dL_doutput, b, j) * sum;
+          }
+      });
+      std::vector<T> part_in = gather_input(input, p);
+      std::vector<T> d_in(dL_dinput ? static_cast<size_t>(batch) * p.n_dims : 0);
+      TensorView d_in_view = TensorView::matrix(d_in.data(), batch, p.n_dims);
+      p.encoding->backward(*ctx->nested[i], TensorView::matrix(part_in.data(), batch, p.n_dims),
+                           TensorView::matrix(const_cast<T*>(ctx->outputs[i].data()), batch, pw),
+                           TensorView::matrix(r.data(), batch, pw), dL_dinput ? &d_in_view : nullptr,
+                           use_inference_params, mode == GradientMode::Ignore ? mode : GradientMode::Accumulate);
+      if (dL_dinput) scatter_add(*dL_dinput, d_in, p);
+    }
+  }
+
   void backward_impl(const Context& base_ctx, const TensorView& input, const TensorView&, const TensorView& dL_doutput,
                      const TensorView* dL_dinput, bool use_inference_params, GradientMode mode) {
     const auto* ctx = dynamic_cast<const Ctx*>(&base_ctx);
@@ -189,7 +305,6 @@ class CompositeEncoding final : public CpuEncoding {
           for (uint32_t d = 0; d < n_in_; ++d) gx[b * dL_dinput->strides[0] + d * dL_dinput->strides[1]] = T(0);
       });
     }
-    const T* g = dL_doutput.ptr<T>();
     uint32_t column = 0;
     for (size_t i = 0; i < parts_.size(); ++i) {
       const Part& p = parts_[i];
@@ -199,20 +314,7 @@ class CompositeEncoding final : public CpuEncoding {
       if (!wants_params && !dL_dinput) continue;
 
       const uint32_t pw = p.encoding->padded_output_width();
-      std::vector<T> d_out(static_cast<size_t>(batch) * pw);
-      parallel_for(batch, kGrain, [&](int64_t b0, int64_t b1) {
-        for (int64_t b = b0; b < b1; ++b) {
-          const T* grow = g + b * dL_doutput.strides[0];
-          for (uint32_t j = 0; j < pw; ++j) {
-            const uint32_t col = reduction_ == ReductionType::Concatenation ? part_column + j : j;
-            T v = grow[col * dL_doutput.strides[1]];
-            if (reduction_ == ReductionType::Product)
-              for (size_t k = 0; k < parts_.size(); ++k)
-                if (k != i) v *= part_value(*ctx, k, b, j);
-            d_out[b * pw + j] = v;
-          }
-        }
-      });
+      std::vector<T> d_out = part_upstream(*ctx, dL_doutput, i, part_column);
       std::vector<T> part_in = gather_input(input, p);
       std::vector<T> d_in(dL_dinput ? static_cast<size_t>(batch) * p.n_dims : 0);
       TensorView d_in_view = TensorView::matrix(d_in.data(), batch, p.n_dims);
@@ -220,14 +322,7 @@ class CompositeEncoding final : public CpuEncoding {
                            TensorView::matrix(const_cast<T*>(ctx->outputs[i].data()), batch, pw),
                            TensorView::matrix(d_out.data(), batch, pw), dL_dinput ? &d_in_view : nullptr,
                            use_inference_params, mode);
-      if (dL_dinput) {
-        T* gx = dL_dinput->ptr<T>();
-        parallel_for(batch, kGrain, [&](int64_t b0, int64_t b1) {
-          for (int64_t b = b0; b < b1; ++b)
-            for (uint32_t d = 0; d < p.n_dims; ++d)
-              gx[b * dL_dinput->strides[0] + (p.begin + d) * dL_dinput->strides[1]] += d_in[b * p.n_dims + d];
-        });
-      }
+      if (dL_dinput) scatter_add(*dL_dinput, d_in, p);
     }
   }
 
@@ -300,14 +395,48 @@ class CompositeEncoding final : public CpuEncoding {
     checked_bytes({batch, per_row + transient, int64_t{sizeof(T)}}, "Composite's per-part copies of a batch of " + std::to_string(batch));
   }
 
-  std::vector<T> gather_input(const TensorView& input, const Part& p) const {
-    const int64_t batch = input.rows();
-    std::vector<T> v(static_cast<size_t>(batch) * p.n_dims);
-    const T* x = input.ptr<T>();
+  std::vector<T> gather_input(const TensorView& input, const Part& p) const { return gather_columns(input, p); }
+
+  // dL/d(part i's own padded output) given dL/dy, as backward() passes it on.
+  std::vector<T> part_upstream(const Ctx& ctx, const TensorView& dL_doutput, size_t i, uint32_t part_column) const {
+    const int64_t batch = dL_doutput.rows();
+    const uint32_t pw = parts_[i].encoding->padded_output_width();
+    std::vector<T> d_out(static_cast<size_t>(batch) * pw);
+    const T* g = dL_doutput.ptr<T>();
     parallel_for(batch, kGrain, [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) {
+        const T* grow = g + b * dL_doutput.strides[0];
+        for (uint32_t j = 0; j < pw; ++j) {
+          const uint32_t col = reduction_ == ReductionType::Concatenation ? part_column + j : j;
+          T v = grow[col * dL_doutput.strides[1]];
+          if (reduction_ == ReductionType::Product)
+            for (size_t k = 0; k < parts_.size(); ++k)
+              if (k != i) v *= part_value(ctx, k, b, j);
+          d_out[b * pw + j] = v;
+        }
+      }
+    });
+    return d_out;
+  }
+
+  // Adds a part's (batch, n_dims) input gradient into the composite's columns it reads.
+  void scatter_add(const TensorView& dL_dinput, const std::vector<T>& part_grad, const Part& p) const {
+    T* gx = dL_dinput.ptr<T>();
+    parallel_for(dL_dinput.rows(), kGrain, [&](int64_t b0, int64_t b1) {
       for (int64_t b = b0; b < b1; ++b)
         for (uint32_t d = 0; d < p.n_dims; ++d)
-          v[b * p.n_dims + d] = x[b * input.strides[0] + (p.begin + d) * input.strides[1]];
+          gx[b * dL_dinput.strides[0] + (p.begin + d) * dL_dinput.strides[1]] += part_grad[b * p.n_dims + d];
+    });
+  }
+
+  // Columns [p.begin, p.begin + p.n_dims) of a (batch, n_in) matrix, dense.
+  std::vector<T> gather_columns(const TensorView& m, const Part& p) const {
+    const int64_t batch = m.rows();
+    std::vector<T> v(static_cast<size_t>(batch) * p.n_dims);
+    const T* x = m.ptr<T>();
+    parallel_for(batch, kGrain, [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b)
+        for (uint32_t d = 0; d < p.n_dims; ++d) v[b * p.n_dims + d] = x[b * m.strides[0] + (p.begin + d) * m.strides[1]];
     });
     return v;
   }

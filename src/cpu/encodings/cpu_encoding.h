@@ -41,7 +41,8 @@ inline uint32_t required_output_alignment(const Encoding& encoding) {
 }
 
 // Base of the parameter-free encodings that map each input row on its own: derived classes
-// give encode_row and backward_row; this handles shapes, strides, padding (features of value 1,
+// give encode_row, backward_row and the second-order jacobian_row and hessian_row; this handles
+// shapes, strides, padding (features of value 1,
 // tiny-cuda-nn's convention, after the real features or, for SphericalHarmonics, before them)
 // and threading. Input gradients need no forward state, so forward() keeps none.
 template <typename T>
@@ -107,11 +108,53 @@ class RowwiseEncoding : public CpuEncoding {
     });
   }
 
+  // backward() wrote dL/dx = J(x)^T dL/dy; given v = dL2/d(dL/dx): dL2/d(dL/dy) = J(x) v and
+  // dL2/dx = (sum_j dL/dy_j H_j(x)) v. No parameters, so no parameter gradients whatever the mode;
+  // padding features are constant, so their dL2/d(dL/dy) is 0.
+  void backward_backward_input(const Context&, const TensorView& input, const TensorView& dL_ddLdinput,
+                               const TensorView& dL_doutput, const TensorView* dL_ddLdoutput,
+                               const TensorView* dL_dinput, bool, GradientMode) override {
+    check_matrix(input, "input", -1, n_in_, dtype_of<T>::value, Device::CPU);
+    const int64_t batch = input.rows();
+    check_matrix(dL_ddLdinput, "dL_ddLdinput", batch, n_in_, dtype_of<T>::value, Device::CPU);
+    check_matrix(dL_doutput, "dL_doutput", batch, padded_output_width(), dtype_of<T>::value, Device::CPU);
+    if (dL_ddLdoutput)
+      check_matrix(*dL_ddLdoutput, "dL_ddLdoutput", batch, padded_output_width(), dtype_of<T>::value, Device::CPU);
+    if (dL_dinput) check_matrix(*dL_dinput, "dL_dinput", batch, n_in_, dtype_of<T>::value, Device::CPU);
+    if (!dL_ddLdoutput && !dL_dinput) return;
+    const uint32_t first = pad_in_front_ ? n_pad_ : 0, pad_begin = pad_in_front_ ? 0 : n_out_;
+    auto at = [](const TensorView& t, int64_t b, int64_t j) -> T& {
+      return t.ptr<T>()[b * t.strides[0] + j * t.strides[1]];
+    };
+    parallel_for(batch, kGrain, [&](int64_t b0, int64_t b1) {
+      std::vector<T> xs(n_in_), vs(n_in_), gs(n_out_), dy(n_out_), dx(n_in_);
+      for (int64_t b = b0; b < b1; ++b) {
+        for (uint32_t d = 0; d < n_in_; ++d) xs[d] = at(input, b, d), vs[d] = at(dL_ddLdinput, b, d);
+        if (dL_ddLdoutput) {
+          jacobian_row(xs.data(), vs.data(), dy.data());
+          for (uint32_t j = 0; j < n_out_; ++j) at(*dL_ddLdoutput, b, first + j) = dy[j];
+          for (uint32_t j = 0; j < n_pad_; ++j) at(*dL_ddLdoutput, b, pad_begin + j) = T(0);
+        }
+        if (dL_dinput) {
+          for (uint32_t j = 0; j < n_out_; ++j) gs[j] = at(dL_doutput, b, first + j);
+          std::fill(dx.begin(), dx.end(), T(0));
+          hessian_row(xs.data(), vs.data(), gs.data(), dx.data());
+          for (uint32_t d = 0; d < n_in_; ++d) at(*dL_dinput, b, d) = dx[d];
+        }
+      }
+    });
+  }
+
  protected:
   // y[0 .. output_width()) from x[0 .. input_width()).
   virtual void encode_row(const T* x, T* y) const = 0;
   // dx[0 .. input_width()) (zeroed by the caller) from x and dL/dy[0 .. output_width()).
   virtual void backward_row(const T* x, const T* dL_dy, T* dx) const = 0;
+  // dy[0 .. output_width()) = J(x) v: the change of the features along v.
+  virtual void jacobian_row(const T* x, const T* v, T* dy) const = 0;
+  // dx[0 .. input_width()) (zeroed by the caller) = (sum_j dL/dy_j H_j(x)) v, H_j the Hessian of
+  // feature j: the change of backward_row's dx along v.
+  virtual void hessian_row(const T* x, const T* v, const T* dL_dy, T* dx) const = 0;
 
  private:
   static constexpr int64_t kGrain = 128;

@@ -15,6 +15,8 @@ class EmptyEncoding final : public RowwiseEncoding<T> {
  protected:
   void encode_row(const T*, T*) const override {}
   void backward_row(const T*, const T*, T*) const override {}  // dx stays 0
+  void jacobian_row(const T*, const T*, T*) const override {}  // no features
+  void hessian_row(const T*, const T*, const T*, T*) const override {}
 };
 
 }  // namespace

@@ -24,6 +24,14 @@ class FrequencyEncoding final : public RowwiseEncoding<T> {
     for (uint32_t d = 0; d < this->input_width(); ++d)
       dx[d] = frequency_backward(n_frequencies_, x[d], dL_dy + d * 2 * n_frequencies_);
   }
+  void jacobian_row(const T* x, const T* v, T* dy) const override {
+    for (uint32_t d = 0; d < this->input_width(); ++d) frequency_jacobian(n_frequencies_, x[d], v[d], dy + d * 2 * n_frequencies_);
+  }
+  // Each dim's features depend on that dim alone: the Hessians are diagonal.
+  void hessian_row(const T* x, const T* v, const T* dL_dy, T* dx) const override {
+    for (uint32_t d = 0; d < this->input_width(); ++d)
+      dx[d] = v[d] * frequency_backward_derivative(n_frequencies_, x[d], dL_dy + d * 2 * n_frequencies_);
+  }
 
  private:
   uint32_t n_frequencies_;

@@ -53,6 +53,31 @@ class IdentityEncoding final : public Encoding {
     });
   }
 
+  // Linear: dL2/d(dL/doutput) = scale * v on the real columns (0 on padding) and dL2/dinput = 0.
+  void backward_backward_input(const Context&, const TensorView& input, const TensorView& dL_ddLdinput,
+                               const TensorView& dL_doutput, const TensorView* dL_ddLdoutput,
+                               const TensorView* dL_dinput, bool, GradientMode) override {
+    check_matrix(input, "input", -1, n_dims_, dtype_of<T>::value, Device::CPU);
+    const int64_t batch = input.rows();
+    check_matrix(dL_ddLdinput, "dL_ddLdinput", batch, n_dims_, dtype_of<T>::value, Device::CPU);
+    check_matrix(dL_doutput, "dL_doutput", batch, padded_, dtype_of<T>::value, Device::CPU);
+    if (dL_ddLdoutput) check_matrix(*dL_ddLdoutput, "dL_ddLdoutput", batch, padded_, dtype_of<T>::value, Device::CPU);
+    if (dL_dinput) check_matrix(*dL_dinput, "dL_dinput", batch, n_dims_, dtype_of<T>::value, Device::CPU);
+    const T* v = dL_ddLdinput.ptr<T>();
+    parallel_for(batch, 4096, [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) {
+        if (dL_ddLdoutput) {
+          T* row = dL_ddLdoutput->ptr<T>() + b * dL_ddLdoutput->strides[0];
+          for (uint32_t d = 0; d < padded_; ++d)
+            row[d * dL_ddLdoutput->strides[1]] =
+                d < n_dims_ ? v[b * dL_ddLdinput.strides[0] + d * dL_ddLdinput.strides[1]] * T(scale_) : T(0);
+        }
+        if (dL_dinput)
+          for (uint32_t d = 0; d < n_dims_; ++d) dL_dinput->ptr<T>()[b * dL_dinput->strides[0] + d * dL_dinput->strides[1]] = T(0);
+      }
+    });
+  }
+
  private:
   void encode(const TensorView& input, const TensorView& output) const {
     check_matrix(input, "input", -1, n_dims_, dtype_of<T>::value, Device::CPU);

@@ -22,6 +22,14 @@ class OneBlobEncoding final : public RowwiseEncoding<T> {
   void backward_row(const T* x, const T* dL_dy, T* dx) const override {
     for (uint32_t d = 0; d < this->input_width(); ++d) dx[d] = oneblob_backward(n_bins_, x[d], dL_dy + d * n_bins_);
   }
+  void jacobian_row(const T* x, const T* v, T* dy) const override {
+    for (uint32_t d = 0; d < this->input_width(); ++d) oneblob_jacobian(n_bins_, x[d], v[d], dy + d * n_bins_);
+  }
+  // Each dim's features depend on that dim alone: the Hessians are diagonal.
+  void hessian_row(const T* x, const T* v, const T* dL_dy, T* dx) const override {
+    for (uint32_t d = 0; d < this->input_width(); ++d)
+      dx[d] = v[d] * oneblob_backward_derivative(n_bins_, x[d], dL_dy + d * n_bins_);
+  }
 
  private:
   uint32_t n_bins_;

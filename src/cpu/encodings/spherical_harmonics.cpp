@@ -25,6 +25,16 @@ class SphericalHarmonicsEncoding final : public RowwiseEncoding<T> {
     sh_backward(degree_, u[0] * T(2) - T(1), u[1] * T(2) - T(1), u[2] * T(2) - T(1), dL_dy, du);
     for (int d = 0; d < 3; ++d) du[d] *= T(2);
   }
+  // Through x = 2u - 1: J_u = 2 J_x and H_u = 4 H_x, so both take the step 2v in x.
+  void jacobian_row(const T* u, const T* v, T* dy) const override {
+    const T vx[3] = {T(2) * v[0], T(2) * v[1], T(2) * v[2]};
+    sh_jacobian(degree_, u[0] * T(2) - T(1), u[1] * T(2) - T(1), u[2] * T(2) - T(1), vx, dy);
+  }
+  void hessian_row(const T* u, const T* v, const T* dL_dy, T* du) const override {
+    const T vx[3] = {T(2) * v[0], T(2) * v[1], T(2) * v[2]};
+    sh_hessian(degree_, u[0] * T(2) - T(1), u[1] * T(2) - T(1), u[2] * T(2) - T(1), dL_dy, vx, du);
+    for (int d = 0; d < 3; ++d) du[d] *= T(2);
+  }
 
  private:
   uint32_t degree_;

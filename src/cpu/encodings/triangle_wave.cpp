@@ -24,6 +24,11 @@ class TriangleWaveEncoding final : public RowwiseEncoding<T> {
     for (uint32_t d = 0; d < this->input_width(); ++d)
       dx[d] = triangle_wave_backward(n_frequencies_, x[d], dL_dy + d * n_frequencies_);
   }
+  void jacobian_row(const T* x, const T* v, T* dy) const override {
+    for (uint32_t d = 0; d < this->input_width(); ++d) triangle_wave_jacobian(n_frequencies_, x[d], v[d], dy + d * n_frequencies_);
+  }
+  // Piecewise linear: its Hessian is 0 almost everywhere (dx stays 0).
+  void hessian_row(const T*, const T*, const T*, T*) const override {}
 
  private:
   uint32_t n_frequencies_;
