@@ -1,6 +1,10 @@
 #include "args.h"
 
 #include <cctype>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
 
 #include "tinyfuse/errors.h"
 
@@ -80,6 +84,22 @@ uint64_t Options::get_uint(const std::string& name, uint64_t fallback, uint64_t 
     overflow = overflow || __builtin_mul_overflow(v, uint64_t{10}, &v) ||
                __builtin_add_overflow(v, static_cast<uint64_t>(c - '0'), &v);
   if (overflow || v < lo || v > hi) throw UsageError("option '--" + name + "' needs " + range + ", got " + text);
+  return v;
+}
+
+double Options::get_double(const std::string& name, double fallback, double lo, double hi) const {
+  auto it = values_.find(name);
+  if (it == values_.end()) return fallback;
+  const std::string& text = it->second;
+  std::ostringstream range;
+  range << "a number from " << lo << " to " << hi;
+  // strtod accepts "inf", "nan" and hex floats: only plain decimal notation is taken.
+  bool plain = !text.empty();
+  for (char c : text) plain = plain && (std::isdigit(static_cast<unsigned char>(c)) || std::strchr("+-.eE", c));
+  char* end = nullptr;
+  const double v = plain ? std::strtod(text.c_str(), &end) : NAN;
+  if (!plain || end != text.c_str() + text.size() || !std::isfinite(v) || v < lo || v > hi)
+    throw UsageError("option '--" + name + "' needs " + range.str() + ", got '" + text + "'");
   return v;
 }
 

@@ -30,6 +30,8 @@ class Options {
   std::string get(const std::string& name, const std::string& fallback) const;
   // An integer in [lo, hi]; anything else is a UsageError naming the option.
   uint64_t get_uint(const std::string& name, uint64_t fallback, uint64_t lo, uint64_t hi) const;
+  // A finite decimal number in [lo, hi] ("0.1", "1e-2"); anything else is a UsageError naming it.
+  double get_double(const std::string& name, double fallback, double lo, double hi) const;
 
  private:
   std::map<std::string, std::string> values_;

@@ -1,4 +1,4 @@
-// The model learn-image trains when no --config is given.
+// The models learn-image and learn-sdf train when no --config is given.
 #pragma once
 
 #include "tinyfuse/object.h"
@@ -7,5 +7,8 @@ namespace tinyfuse::cli {
 
 // A tiny-cuda-nn config: {"loss", "optimizer", "encoding", "network"}, 2 inputs -> 3 outputs.
 json default_learn_image_config();
+
+// {"optimizer", "encoding", "network"}, 3 inputs -> 1 output (learn-sdf computes its own loss).
+json default_learn_sdf_config();
 
 }  // namespace tinyfuse::cli

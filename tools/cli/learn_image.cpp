@@ -18,6 +18,7 @@
 #include "loss_plot.h"
 #include "progress.h"
 #include "reconstruct.h"
+#include "run_files.h"
 #include "staging.h"
 #include "test_pattern.h"
 #include "tinyfuse/checkpoint.h"
@@ -62,43 +63,6 @@ Settings read_settings(const Options& o) {
   else throw UsageError("option '--device' takes cpu or cuda, got '" + device + "'");
   s.batch = o.get_uint("batch", s.device == Device::CUDA ? kDefaultBatchCuda : kDefaultBatchCpu, 1, kMaxBatch);
   return s;
-}
-
-void make_output_directory(const fs::path& dir) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) throw std::runtime_error("cannot create output directory '" + dir.string() + "': " + ec.message());
-}
-
-// The files a run reads and writes: an output that is one of the inputs (the same file, by any
-// name) is refused before anything is written. One exception: a run resumed from
-// OUT/checkpoint.tfc replaces it with its own continuation (atomically, and only when training
-// did not diverge), which is what resuming in place means.
-void refuse_overwriting_inputs(const Settings& s, const std::vector<fs::path>& outputs, const fs::path& checkpoint,
-                               const fs::path& snapshots) {
-  struct Input {
-    std::string option, path;
-  };
-  for (const Input& in : {Input{"--image", s.image_path}, Input{"--config", s.config_path}, Input{"--resume", s.resume_path}}) {
-    if (in.path.empty()) continue;
-    std::error_code ec;
-    const auto same = [&](const fs::path& a, const fs::path& b) { return fs::exists(b, ec) && fs::equivalent(a, b, ec); };
-    const auto refuse = [&](const fs::path& out) {
-      throw UsageError(in.option + " " + in.path + " is the file this run would write as " + out.string() +
-                       "; it would be overwritten: choose another --out directory");
-    };
-    for (const fs::path& out : outputs)
-      if (!out.empty() && same(in.path, out)) refuse(out);
-    if (in.option != "--resume" && same(in.path, checkpoint)) refuse(checkpoint);
-    const fs::path folder = fs::canonical(in.path, ec).parent_path();
-    if (s.save_every && !ec && same(folder, snapshots))
-      throw UsageError(in.option + " " + in.path + " lies in " + snapshots.string() +
-                       ", where --save-every writes its snapshots: move it or choose another --out directory");
-  }
-}
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 std::string snapshot_name(uint64_t step) {
@@ -206,10 +170,6 @@ struct RunFacts {
     return train_seconds > 0 ? static_cast<double>(steps_done * batch) / train_seconds : 0.0;
   }
 };
-
-nlohmann::ordered_json finite_or_null(double v) {
-  return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr);
-}
 
 // The contents of log.json: what was run, how fast, how well, and the loss of every step.
 nlohmann::ordered_json run_log(const Settings& s, const json& config, const Image& target, const TrainResult& trained,
@@ -327,8 +287,9 @@ int run_learn_image(const std::vector<std::string>& args) {
   const OutputPaths paths{out / "reconstruction.png", out / "loss.png", out / "log.json",
                           builtin ? out / "target.png" : fs::path()};
   const fs::path checkpoint_path = out / "checkpoint.tfc";
-  refuse_overwriting_inputs(s, {paths.reconstruction, paths.loss_plot, paths.log, paths.target}, checkpoint_path,
-                            out / "snapshots");
+  refuse_overwriting_inputs({{"--image", s.image_path}, {"--config", s.config_path}, {"--resume", s.resume_path}},
+                            {paths.reconstruction, paths.loss_plot, paths.log, paths.target}, checkpoint_path,
+                            s.save_every ? out / "snapshots" : fs::path());
   make_output_directory(out);
   if (builtin) save_png(target, paths.target.string());
 

@@ -7,6 +7,7 @@
 
 #include "args.h"
 #include "learn_image.h"
+#include "learn_sdf.h"
 #include "tinyfuse/errors.h"
 
 namespace {
@@ -23,6 +24,8 @@ struct Command {
 const Command kCommands[] = {
     {"learn-image", "fit a network to a picture (pixel position -> RGB)", tinyfuse::cli::run_learn_image,
      tinyfuse::cli::learn_image_usage},
+    {"learn-sdf", "fit a network to a surface's signed distance (eikonal loss)", tinyfuse::cli::run_learn_sdf,
+     tinyfuse::cli::learn_sdf_usage},
 };
 
 void print_usage(std::FILE* out) {
