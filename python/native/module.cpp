@@ -211,10 +211,11 @@ NB_MODULE(_native, m) {
   m.def("free_temporary_memory", &free_temporary_memory, nb::call_guard<nb::gil_scoped_release>(),
         "gives the GPU memory tinyfuse's pools keep for reuse back to the driver (nothing to do without GPUs)");
 
-  // learn-image's own pieces (tools/cli), so that samples/learn_image.py runs the same job: the
-  // default config, the built-in target and the loss plot. Images are RGB FP32 values in [0, 1],
+  // learn-image's and learn-sdf's own pieces (tools/cli), so that samples/learn_image.py and
+  // samples/learn_sdf.py run the same jobs: the default configs, the built-in target and the loss plot. Images are RGB FP32 values in [0, 1],
   // rows from the top, as bytes (the plot with its width and height).
   m.def("learn_image_default_config", [] { return cli::default_learn_image_config().dump(); });
+  m.def("learn_sdf_default_config", [] { return cli::default_learn_sdf_config().dump(); });
   m.def("loss_plot", [](const std::vector<float>& losses) {
     const cli::Image image = cli::render_loss_plot(losses);
     return nb::make_tuple(image.width, image.height,

@@ -165,3 +165,40 @@ def test_second_gpu():
     assert out.device == x.device
     ref = fp64_reference(32, 16, config("PortableMLP"), net.params)
     assert rel_l2(out, ref(x.double().cpu())) <= TOLERANCE[torch.float32]
+
+
+SDF_GRID = {"otype": "HashGrid", "n_levels": 8, "n_features_per_level": 2, "log2_hashmap_size": 15,
+            "base_resolution": 8, "per_level_scale": 1.5, "interpolation": "Smoothstep"}
+
+
+@pytest.mark.parametrize("otype,activation", [("FullyFusedMLP", "Softplus"), ("FullyFusedMLP", "ReLU"),
+                                              ("CutlassMLP", "Softplus"), ("PortableMLP", "Tanh")])
+def test_eikonal_gradients_match_the_cpu_or_name_what_is_missing(otype, activation):
+    # The SDF shape's eikonal step on CUDA against the same module in float64 on the CPU. Until
+    # the CUDA networks have second derivatives, the double backward must raise naming the module
+    # (and write no gradient); the case then skips, saying so.
+    torch.manual_seed(5)
+    cfg = config(otype, activation=activation)
+    net = tcnn.NetworkWithInputEncoding(3, 1, SDF_GRID, cfg).cuda()
+    with torch.no_grad():
+        net.params.add_(torch.empty_like(net.params).uniform_(-0.2, 0.2))
+    ref = tcnn.NetworkWithInputEncoding(3, 1, SDF_GRID, cfg).double()
+    with torch.no_grad():
+        ref.params.copy_(net.params.detach().to(net.dtype).double().cpu())
+    x = torch.rand(1024, 3, device="cuda") * 0.9 + 0.05
+
+    def eikonal(m, xs):
+        xs = xs.clone().requires_grad_(True)
+        (g,) = torch.autograd.grad(m(xs).float().sum(), xs, create_graph=True)
+        m.params.grad = None
+        ((g.double().norm(dim=1) - 1) ** 2).mean().backward()
+        return m.params.grad
+
+    want = eikonal(ref, x.double().cpu())
+    try:
+        got = eikonal(net, x)
+    except tinyfuse.UnsupportedError as e:
+        assert "NetworkWithInputEncoding" in str(e) and "cannot differentiate twice" in str(e), str(e)
+        assert net.params.grad is None
+        pytest.skip(f"CUDA second derivatives not implemented for {otype}: {e}")
+    assert rel_l2(got, want) <= (1e-4 if net.dtype == torch.float32 else 3e-2)

@@ -135,13 +135,16 @@ class NetworkWithInputEncoding final : public DifferentiableObject {
 
   // The chain rule twice. With e = encoding(x), dL/de = J_net^T g and dL/dx = J_enc^T dL/de, a
   // loss on dL/dx with v = dL2/d(dL/dx) gives:
-  //  1. the encoding's second derivatives at upstream dL/de: its parameter terms, its Hessian
-  //     term of dL2/dx, and w = dL2/d(dL/de) = J_enc v;
+  //  1. w = dL2/d(dL/de) = J_enc v (the encoding's second-order call, nothing else asked);
   //  2. the network's second derivatives for w at upstream g: its parameter gradients, dL2/dg and
   //     eps = dL2/de through the network's Hessian;
-  //  3. eps back through the encoding's first-order backward: its parameter gradients
+  //  3. the encoding's second derivatives at upstream dL/de: its parameter terms and the Hessian
+  //     term of dL2/dx;
+  //  4. eps back through the encoding's first-order backward: its parameter gradients
   //     (accumulated) and J_enc^T eps, added to dL2/dx.
-  // dL/de is recomputed by the network's backward() (the forward keeps no gradients).
+  // dL/de is recomputed by the network's backward() (the forward keeps no gradients). The first
+  // call that writes the caller's buffers is the network's, so a network without second
+  // derivatives refuses before anything is written.
   void backward_backward_input(const Context& base_ctx, const TensorView& input, const TensorView& dL_ddLdinput,
                                const TensorView& dL_doutput, const TensorView* dL_ddLdoutput,
                                const TensorView* dL_dinput, bool use_inference_params, GradientMode mode) override {
@@ -169,11 +172,14 @@ class NetworkWithInputEncoding final : public DifferentiableObject {
     const TensorView d_enc = scratch(d_enc_buffer, enc.dtype, enc.cols());
     network_->backward(*ctx->network_ctx, enc, TensorView{}, dL_doutput, &d_enc, use_inference_params, GradientMode::Ignore);
     const TensorView w = scratch(w_buffer, enc.dtype, enc.cols());
-    encoding_->backward_backward_input(*ctx->encoding_ctx, input, dL_ddLdinput, d_enc, &w, dL_dinput,
-                                       use_inference_params, mode);
+    encoding_->backward_backward_input(*ctx->encoding_ctx, input, dL_ddLdinput, d_enc, &w, nullptr,
+                                       use_inference_params, GradientMode::Ignore);
     const TensorView eps = need_eps ? scratch(eps_buffer, enc.dtype, enc.cols()) : TensorView{};
     network_->backward_backward_input(*ctx->network_ctx, enc, w, dL_doutput, dL_ddLdoutput, need_eps ? &eps : nullptr,
                                       use_inference_params, mode);
+    if (encoding_params || dL_dinput)
+      encoding_->backward_backward_input(*ctx->encoding_ctx, input, dL_ddLdinput, d_enc, nullptr, dL_dinput,
+                                         use_inference_params, encoding_params ? mode : GradientMode::Ignore);
     if (!need_eps) return;
     const TensorView dx = dL_dinput ? scratch(dx_buffer, input_dtype(), input_width()) : TensorView{};
     encoding_->backward(*ctx->encoding_ctx, input, enc, eps, dL_dinput ? &dx : nullptr, use_inference_params,
