@@ -88,6 +88,13 @@ std::vector<CacheLevel> read_cpu_caches() {
   return out;
 }
 
+std::optional<std::array<double, 3>> read_load_average() {
+  std::ifstream in("/proc/loadavg");
+  std::array<double, 3> v{};
+  if (!(in >> v[0] >> v[1] >> v[2])) return std::nullopt;
+  return v;
+}
+
 Timestamp now_utc() {
   const std::time_t t = std::time(nullptr);
   std::tm tm{};

@@ -1,6 +1,7 @@
 // Where and when a benchmark ran: CPU model, host, OS, date, git commit.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -23,6 +24,9 @@ struct CacheLevel {
   uint64_t bytes = 0;
 };
 std::vector<CacheLevel> read_cpu_caches();
+
+// The 1-, 5- and 15-minute load averages (/proc/loadavg): how busy the machine was around a run.
+std::optional<std::array<double, 3>> read_load_average();
 
 struct Timestamp {
   std::string iso_utc;  // 2025-01-31T12:34:56Z

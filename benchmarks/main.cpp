@@ -314,6 +314,7 @@ int run_workloads(const Options& o, tb::Report& r, const std::string& out) {
   plan.modes = o.modes;
   plan.batch_log2 = o.batch_log2;
   bool all_ok = true;
+  wr.load_start = tb::read_load_average();
   for (const tb::WorkloadSpec& w : wr.specs) {
     std::cerr << "[" << w.id << " " << w.name << "] " << w.description << '\n';
     const auto rows = tb::run_workload(w, plan, *timer, 1337, [&](const tb::WorkloadRow& row) {
@@ -330,6 +331,7 @@ int run_workloads(const Options& o, tb::Report& r, const std::string& out) {
     for (const tb::WorkloadRow& row : rows) all_ok = all_ok && row.ok && row.checks_ok();
     wr.rows.insert(wr.rows.end(), rows.begin(), rows.end());
   }
+  wr.load_end = tb::read_load_average();
   tb::print_workload_report(std::cout, wr);
   std::cout << std::flush;
   try {

@@ -26,6 +26,7 @@ import statistics
 import sys
 import tempfile
 
+import numpy as np
 import torch
 
 N_LEVELS, N_FEATURES, LOG2_T, BASE, SCALE = 16, 2, 19, 16, 2.0
@@ -65,8 +66,9 @@ class HashGrid(torch.nn.Module):
         super().__init__()
         self.dims = dims
         scales, res, sizes, offsets = [], [], [], [0]
+        log2_scale = np.log2(np.float32(per_level_scale))  # in float, as tiny-cuda-nn (and tinyfuse) compute it
         for l in range(n_levels):
-            s = math.exp2(l * math.log2(per_level_scale)) * base_resolution - 1.0
+            s = float(np.exp2(np.float32(l) * log2_scale) * np.float32(base_resolution) - np.float32(1))
             r = math.ceil(s) + 1
             n = min(((r ** dims + 7) // 8) * 8, 1 << log2_hashmap_size)
             scales.append(s), res.append(r), sizes.append(n), offsets.append(offsets[-1] + n)

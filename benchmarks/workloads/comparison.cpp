@@ -28,6 +28,11 @@ const WorkloadFigure* WorkloadFigures::find(const std::string& variant, const Wo
   return nullptr;
 }
 
+const WorkloadFigure* WorkloadFigures::upstream(const WorkloadRow& row, bool jit) const {
+  const WorkloadFigure* f = find(jit ? kUpstreamJit : kUpstream, row);
+  return f ? f : find(jit ? kUpstreamPythonJit : kUpstreamPython, row);
+}
+
 WorkloadFigures load_workload_figures(const std::vector<std::string>& paths) {
   WorkloadFigures out;
   for (const std::string& path : paths) {

@@ -18,8 +18,12 @@ namespace tinyfuse::bench {
 inline const char* const kTorchEager = "torch-eager";
 inline const char* const kTorchCompile = "torch-compile";
 inline const char* const kTinyfuseTcnn = "tinyfuse.tcnn";
-inline const char* const kUpstream = "tcnn";         // tiny-cuda-nn, JIT fusion off
-inline const char* const kUpstreamJit = "tcnn-jit";  // tiny-cuda-nn, JIT fusion on
+// Upstream tiny-cuda-nn, JIT fusion off and on: its own C++ programs (benchmarks/upstream_tcnn.py)
+// and its Python package tinycudann (tcnn_workloads.py --module tinycudann).
+inline const char* const kUpstream = "tcnn";
+inline const char* const kUpstreamJit = "tcnn-jit";
+inline const char* const kUpstreamPython = "tinycudann";
+inline const char* const kUpstreamPythonJit = "tinycudann-jit";
 
 struct WorkloadFigure {
   std::string variant, workload, mode, device;
@@ -37,6 +41,9 @@ struct WorkloadFigures {
   std::vector<WorkloadFigure> figures;
   // The figure of `variant` for the row (same workload id, mode, batch and device), or null.
   const WorkloadFigure* find(const std::string& variant, const WorkloadRow& row) const;
+  // Upstream's figure for the row, JIT fusion on or off: from its C++ programs where they cover
+  // the row, else from tinycudann (the figure's `variant` says which).
+  const WorkloadFigure* upstream(const WorkloadRow& row, bool jit) const;
 };
 
 // Throws std::runtime_error naming the file when one cannot be read or has no "results" array.

@@ -29,9 +29,8 @@ struct Compared {
   std::string cell = "-", ratio = "-";
   std::optional<double> samples_per_s, x;
 };
-Compared compare(const WorkloadReport& r, const WorkloadRow& row, const char* variant) {
+Compared compare(const WorkloadRow& row, const WorkloadFigure* f) {
   Compared c;
-  const WorkloadFigure* f = r.figures.find(variant, row);
   if (!f) return c;
   if (!f->samples_per_s) {
     c.cell = "failed";
@@ -39,6 +38,7 @@ Compared compare(const WorkloadReport& r, const WorkloadRow& row, const char* va
   }
   c.samples_per_s = f->samples_per_s;
   c.cell = si(*f->samples_per_s);
+  if (f->variant == kUpstreamPython || f->variant == kUpstreamPythonJit) c.cell += " (py)";
   if (row.ok) {
     c.x = row.samples_per_second() / *f->samples_per_s;
     c.ratio = ratio(*c.x);
@@ -97,6 +97,11 @@ void print_workload_report(std::ostream& os, const WorkloadReport& r) {
   if (h.device == "cpu") os << "  blas     " << h.blas << ", " << h.threads << " threads\n";
   if (h.gpu) os << "  gpu      " << h.gpu->name << " (sm_" << h.gpu->cc_major << h.gpu->cc_minor << ", L2 " << mib(h.gpu->l2_bytes) << ")\n";
   if (h.git) os << "  commit   " << h.git->commit << (h.git->dirty && *h.git->dirty ? " (with uncommitted changes)" : "") << '\n';
+  auto load = [](const std::optional<std::array<double, 3>>& l) {
+    return l ? fixed((*l)[0], 2) + " / " + fixed((*l)[1], 2) + " / " + fixed((*l)[2], 2) : std::string("?");
+  };
+  os << "  load     load average (1 / 5 / 15 min) " << load(r.load_start) << " at the start, " << load(r.load_end)
+     << " at the end, on " << h.host.logical_cpus << " logical CPUs\n";
   os << "  timing   " << r.clock << ": median of " << h.plan.repeats << " timed runs after " << h.plan.warmup
      << " warm-up runs; training rows take one more, untimed, first step\n";
   os << "  data     inputs and targets (training) or outputs (inference) cycle through buffers past the caches; every run"
@@ -107,8 +112,10 @@ void print_workload_report(std::ostream& os, const WorkloadReport& r) {
   for (const auto& [name, bytes] : r.limits.caches) os << " " << name << " " << mib(bytes);
   os << '\n';
   for (const std::string& s : r.figures.sources) os << "  compare  " << s << '\n';
-  os << "  columns  x eager / x compile / x tcnn JIT: tinyfuse-bench's samples/s over theirs; tcnn JIT off / on: upstream"
-        " tiny-cuda-nn, filled on a GPU by scripts/gpu/tinyfuse-gpu workloads\n\n";
+  os << "  columns  x eager / x compile / x tcnn JIT: tinyfuse-bench's samples/s over theirs; tinyfuse.tcnn: the same"
+        " workload through the Python package, tcnn/C++ its share of this figure; tcnn JIT off / on: upstream"
+        " tiny-cuda-nn's programs, or its Python package where marked (py), filled on a GPU by scripts/gpu/tinyfuse-gpu"
+        " workloads\n\n";
 
   std::vector<std::string> head = {"workload", "mode", "batch", "samples/s", "(min - max)", "ms/run", "loss", "checks",
                                    "torch eager", "torch compile", "x eager", "x compile", "tinyfuse.tcnn", "tcnn/C++",
@@ -129,8 +136,10 @@ void print_workload_report(std::ostream& os, const WorkloadReport& r) {
       row.insert(row.end(), {"failed", "-", "-", "-", "-"});
       notes.push_back("error: " + w.id + " " + to_string(w.mode) + " " + batch_label(w.batch) + ": " + w.error);
     }
-    const Compared eager = compare(r, w, kTorchEager), comp = compare(r, w, kTorchCompile), py = compare(r, w, kTinyfuseTcnn),
-                   up = compare(r, w, kUpstream), jit = compare(r, w, kUpstreamJit);
+    const WorkloadFigures& f = r.figures;
+    const Compared eager = compare(w, f.find(kTorchEager, w)), comp = compare(w, f.find(kTorchCompile, w)),
+                   py = compare(w, f.find(kTinyfuseTcnn, w)), up = compare(w, f.upstream(w, false)),
+                   jit = compare(w, f.upstream(w, true));
     row.insert(row.end(), {eager.cell, comp.cell, eager.ratio, comp.ratio, py.cell,
                            py.x ? fixed(100.0 / *py.x, 0) + " %" : "-", up.cell, jit.cell, jit.ratio});
     rows.push_back(std::move(row));
@@ -203,8 +212,11 @@ ojson workload_report_json(const WorkloadReport& r) {
       j["loss_vs_target"] = w.loss_vs_target;
     }
     ojson cmp = ojson::object();
-    for (const char* v : {kTorchEager, kTorchCompile, kTinyfuseTcnn, kUpstream, kUpstreamJit}) {
-      const WorkloadFigure* f = r.figures.find(v, w);
+    const std::pair<const char*, const WorkloadFigure*> slots[] = {
+        {kTorchEager, r.figures.find(kTorchEager, w)}, {kTorchCompile, r.figures.find(kTorchCompile, w)},
+        {kTinyfuseTcnn, r.figures.find(kTinyfuseTcnn, w)}, {"upstream_jit_off", r.figures.upstream(w, false)},
+        {"upstream_jit_on", r.figures.upstream(w, true)}};
+    for (const auto& [v, f] : slots) {
       if (!f) {
         cmp[v] = nullptr;
         continue;
@@ -213,6 +225,7 @@ ojson workload_report_json(const WorkloadReport& r) {
       if (f->samples_per_s) fj["ratio"] = w.samples_per_second() / *f->samples_per_s;
       if (!f->error.empty() && !f->samples_per_s) fj["error"] = f->error;
       if (!f->via.empty()) fj["via"] = f->via;
+      fj["variant"] = f->variant;
       cmp[v] = std::move(fj);
     }
     j["compared"] = std::move(cmp);
@@ -227,10 +240,15 @@ ojson workload_report_json(const WorkloadReport& r) {
                     "input + target (training) or output (inference), plus the grid's traffic only when its table is "
                     "larger than the last cache level; a grid in a cache is reported, not counted (no cache bandwidth is "
                     "measured)";
-  ojson out = {{"clock", r.clock}, {"limits", limits}, {"specs", specs},
+  auto load = [](const std::optional<std::array<double, 3>>& l) { return l ? ojson(*l) : ojson(nullptr); };
+  ojson out = {{"clock", r.clock},
+               {"load_average", {{"minutes", {1, 5, 15}}, {"start", load(r.load_start)}, {"end", load(r.load_end)}}},
+               {"limits", limits}, {"specs", specs},
                {"compared", {{"sources", r.figures.sources}, {"torch", r.figures.torch_versions},
-                             {"upstream_slot", "tcnn / tcnn-jit: upstream tiny-cuda-nn with JIT fusion off / on, filled "
-                                               "on a GPU by scripts/gpu/tinyfuse-gpu workloads"}}},
+                             {"upstream_slot", "upstream_jit_off / upstream_jit_on: upstream tiny-cuda-nn with JIT fusion "
+                                               "off / on, from its own programs (variants tcnn, tcnn-jit) or its Python "
+                                               "package (tinycudann, tinycudann-jit), filled on a GPU by "
+                                               "scripts/gpu/tinyfuse-gpu workloads; null until then"}}},
                {"rows", rows}};
   return out;
 }

@@ -2,6 +2,7 @@
 // then each row's own limit and checks) and as JSON.
 #pragma once
 
+#include <array>
 #include <iosfwd>
 #include <optional>
 #include <string>
@@ -40,6 +41,8 @@ RowLimit row_limit(const WorkloadRow& row, const WorkloadLimits& limits);
 struct WorkloadReport {
   const Report* header = nullptr;  // tool, date, host, commit, device, timing plan, GPU
   std::string clock;
+  // The machine's load averages (1, 5, 15 minutes) when the rows started and ended.
+  std::optional<std::array<double, 3>> load_start, load_end;
   WorkloadLimits limits;
   std::vector<WorkloadSpec> specs;
   std::vector<WorkloadRow> rows;
