@@ -259,6 +259,14 @@ std::string progress_suffix(const tb::Report& r, const tb::CaseResult& res) {
   return out.empty() ? out : " (" + out + ")";
 }
 
+// Writes the run's JSON to `out` (atomically) and gives the exit status: 0 when every part ran, 1
+// otherwise; throws std::runtime_error when the file cannot be written.
+int write_record(const std::string& out, const tb::ojson& doc, bool all_ok) {
+  tb::write_file_atomically(out, doc.dump(2) + "\n");
+  std::cerr << "tinyfuse-bench: wrote " << out << '\n';
+  return all_ok ? 0 : 1;
+}
+
 std::string check_summary(const tb::WorkloadRow& w) {
   std::string bad;
   for (const tb::WorkloadCheck& c : w.checks)
@@ -340,13 +348,11 @@ int run_workloads(const Options& o, tb::Report& r, const std::string& out) {
     doc["timing"] = {{"clock", wr.clock}, {"warmup", r.plan.warmup}, {"repeats", r.plan.repeats}, {"statistic", "median"},
                      {"training", "one untimed first step, then the warm-up and timed steps (Trainer::training_step_async)"}};
     doc["workloads"] = tb::workload_report_json(wr);
-    tb::write_file_atomically(out, doc.dump(2) + "\n");
-    std::cerr << "tinyfuse-bench: wrote " << out << '\n';
+    return write_record(out, doc, all_ok);
   } catch (const std::exception& e) {
     std::cerr << "tinyfuse-bench: " << e.what() << '\n';
     return 1;
   }
-  return all_ok ? 0 : 1;
 }
 
 int run(const Options& o) {
@@ -550,13 +556,11 @@ int run(const Options& o) {
       }
       doc["encodings"] = list;
     }
-    tb::write_file_atomically(out, doc.dump(2) + "\n");
-    std::cerr << "tinyfuse-bench: wrote " << out << '\n';
+    return write_record(out, doc, all_ok);
   } catch (const std::exception& e) {
     std::cerr << "tinyfuse-bench: " << e.what() << '\n';
     return 1;
   }
-  return all_ok ? 0 : 1;
 }
 
 }  // namespace

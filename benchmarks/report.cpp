@@ -16,13 +16,13 @@
 
 namespace tinyfuse::bench {
 
-namespace {
-
 std::string fixed(double v, int decimals) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
   return buf;
 }
+
+namespace {
 
 std::optional<double> percent_of_peak(const Report& r, const CaseResult& c) {
   if (!c.ok || !r.peak || !r.peak->ok) return std::nullopt;

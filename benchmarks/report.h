@@ -65,6 +65,9 @@ void print_table(std::ostream& os, const std::vector<std::string>& head, const s
 // Median, min and max (and every run) of `s` as JSON.
 ojson stats_json(const Stats& s);
 
+// `v` with `decimals` digits after the point.
+std::string fixed(double v, int decimals);
+
 // "3.214 M" style: three significant decimals and an SI prefix.
 std::string si(double value);
 

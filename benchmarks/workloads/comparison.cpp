@@ -1,9 +1,8 @@
 #include "workloads/comparison.h"
 
-#include <fstream>
-#include <sstream>
 #include <stdexcept>
 
+#include "limits.h"
 #include "mlp_bench.h"
 
 namespace tinyfuse::bench {
@@ -36,16 +35,7 @@ const WorkloadFigure* WorkloadFigures::upstream(const WorkloadRow& row, bool jit
 WorkloadFigures load_workload_figures(const std::vector<std::string>& paths) {
   WorkloadFigures out;
   for (const std::string& path : paths) {
-    std::ifstream in(path);
-    if (!in) throw std::runtime_error("cannot open --workload-compare file '" + path + "'");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    json doc;
-    try {
-      doc = json::parse(ss.str());
-    } catch (const std::exception& e) {
-      throw std::runtime_error("--workload-compare file '" + path + "' is not valid JSON: " + e.what());
-    }
+    const json doc = read_json_file(path, "--workload-compare");
     if (!doc.is_object() || !doc.contains("results") || !doc["results"].is_array())
       throw std::runtime_error("--workload-compare file '" + path +
                                "' has no \"results\" array (torch_workloads.py and tcnn_workloads.py write one)");

@@ -9,11 +9,6 @@ namespace tinyfuse::bench {
 
 namespace {
 
-std::string fixed(double v, int decimals) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
-  return buf;
-}
 std::string general(double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.3g", v);
