@@ -1,10 +1,9 @@
 #include "encoding_bench.h"
 
 #include <exception>
-#include <fstream>
-#include <sstream>
 #include <stdexcept>
 
+#include "limits.h"
 #include "tinyfuse/buffer.h"
 #include "tinyfuse/factory.h"
 #include "tinyfuse/random.h"
@@ -75,16 +74,7 @@ std::vector<EncodingResult> run_encoding_benchmarks(Device device, const TimingP
 }
 
 TorchGridRun load_torch_grid_run(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error("cannot open --grid-compare file '" + path + "'");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  json doc;
-  try {
-    doc = json::parse(ss.str());
-  } catch (const std::exception& e) {
-    throw std::runtime_error("--grid-compare file '" + path + "' is not valid JSON: " + e.what());
-  }
+  json doc = read_json_file(path, "--grid-compare");
   if (!doc.is_object() || !doc.contains("results") || !doc["results"].is_array())
     throw std::runtime_error("--grid-compare file '" + path + "' has no \"results\" array (torch_hashgrid.py writes one)");
   TorchGridRun run;

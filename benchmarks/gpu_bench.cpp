@@ -19,6 +19,7 @@
 #include "tinyfuse/random.h"
 
 #include "copy_reference.h"
+#include "gpu_timing.h"
 #include "launch_floor.h"
 
 namespace tinyfuse::bench {
@@ -43,71 +44,7 @@ uint64_t mix(uint64_t x) {  // splitmix64 finaliser: spreads buffer numbers over
   return x ^ (x >> 31);
 }
 
-struct Events {
-  std::vector<cudaEvent_t> start, stop;
-  explicit Events(int n) {
-    start.assign(static_cast<size_t>(n), nullptr);
-    stop.assign(static_cast<size_t>(n), nullptr);
-    for (int i = 0; i < n; ++i) {
-      check(cudaEventCreate(&start[static_cast<size_t>(i)]), "cudaEventCreate");
-      check(cudaEventCreate(&stop[static_cast<size_t>(i)]), "cudaEventCreate");
-    }
-  }
-  ~Events() {
-    for (cudaEvent_t e : start)
-      if (e) cudaEventDestroy(e);
-    for (cudaEvent_t e : stop)
-      if (e) cudaEventDestroy(e);
-  }
-  Events(const Events&) = delete;
-  Events& operator=(const Events&) = delete;
-};
-
-// `plan.warmup` runs, then `plan.repeats` runs each between its own start and stop event on
-// `stream`; work(i) queues run i (i counts warm-up runs too, so the input rotation continues).
-// Returns the GPU seconds per run (events) and the host seconds spent queuing each run.
-struct Timed {
-  Stats gpu, host;
-};
-Timed time_with_events(const TimingPlan& plan, cudaStream_t stream, const std::function<void(int)>& work) {
-  using Clock = std::chrono::steady_clock;
-  int run = 0;
-  for (int i = 0; i < plan.warmup; ++i) {
-    work(run++);
-    if (plan.sync_each_run) check(cudaStreamSynchronize(stream), "warm-up run");
-  }
-  check(cudaStreamSynchronize(stream), "warm-up runs");
-  Events ev(plan.repeats);
-  std::vector<double> host;
-  host.reserve(static_cast<size_t>(plan.repeats));
-  for (int i = 0; i < plan.repeats; ++i) {
-    const size_t k = static_cast<size_t>(i);
-    check(cudaEventRecord(ev.start[k], stream), "cudaEventRecord");
-    const Clock::time_point t0 = Clock::now();
-    work(run++);
-    host.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
-    check(cudaEventRecord(ev.stop[k], stream), "cudaEventRecord");
-    if (plan.sync_each_run) check(cudaEventSynchronize(ev.stop[k]), "timed run");
-  }
-  check(cudaStreamSynchronize(stream), "timed runs");
-  std::vector<double> seconds;
-  seconds.reserve(static_cast<size_t>(plan.repeats));
-  for (int i = 0; i < plan.repeats; ++i) {
-    float ms = 0;
-    check(cudaEventElapsedTime(&ms, ev.start[static_cast<size_t>(i)], ev.stop[static_cast<size_t>(i)]),
-          "cudaEventElapsedTime");
-    seconds.push_back(static_cast<double>(ms) * 1e-3);
-  }
-  return {summarize(std::move(seconds)), summarize(std::move(host))};
-}
-
 }  // namespace
-
-int rotation_buffers(size_t bytes_per_run) {
-  if (bytes_per_run == 0) return kRotationMinBuffers;
-  const size_t needed = kRotationMinBytes / bytes_per_run + 1;  // strictly more than kRotationMinBytes
-  return static_cast<int>(std::max<size_t>(kRotationMinBuffers, needed));
-}
 
 struct GpuBench::Impl {
   GpuInfo info;

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "mlp_bench.h"
+#include "rotation.h"
 #include "timing.h"
 
 namespace tinyfuse::bench {
@@ -28,15 +29,6 @@ struct GpuInfo {
 inline std::string cuda_version_string(int v) {
   return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
 }
-
-// Each run gets inputs (and targets) no earlier run of the cycle touched: the runs cycle through
-// at least kRotationMinBuffers buffers, and through more when needed for the set to exceed
-// kRotationMinBytes (several times the L2 of current GPUs, which hold tens of MB).
-constexpr int kRotationMinBuffers = 4;
-constexpr size_t kRotationMinBytes = size_t{256} << 20;
-
-// How many buffers of `bytes_per_run` the runs cycle through (see above).
-int rotation_buffers(size_t bytes_per_run);
 
 // One GPU (the current device), one non-blocking stream created for the benchmark, and a pool of
 // random numbers made once on the host (PCG32, uniform in [-1, 1)) and copied to the device,

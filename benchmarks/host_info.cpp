@@ -1,5 +1,6 @@
 #include "host_info.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstdlib>
@@ -62,6 +63,36 @@ HostInfo read_host_info() {
   struct utsname u;
   if (::uname(&u) == 0) h.os = std::string(u.sysname) + " " + u.release + " " + u.machine;
   return h;
+}
+
+std::vector<CacheLevel> read_cpu_caches() {
+  std::vector<CacheLevel> out;
+  for (int i = 0; i < 8; ++i) {
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
+    std::ifstream level(dir + "level"), type(dir + "type"), size(dir + "size");
+    int l = 0;
+    std::string t, s;
+    if (!(level >> l) || !(type >> t) || !(size >> s)) continue;
+    if (l < 2 || t == "Instruction" || s.empty()) continue;
+    uint64_t bytes = 0;
+    try {
+      bytes = std::stoull(s);
+    } catch (const std::exception&) {
+      continue;
+    }
+    const char unit = s.back();
+    bytes <<= unit == 'K' ? 10 : unit == 'M' ? 20 : unit == 'G' ? 30 : 0;
+    out.push_back({"L" + std::to_string(l), bytes});
+  }
+  std::sort(out.begin(), out.end(), [](const CacheLevel& a, const CacheLevel& b) { return a.bytes < b.bytes; });
+  return out;
+}
+
+std::optional<std::array<double, 3>> read_load_average() {
+  std::ifstream in("/proc/loadavg");
+  std::array<double, 3> v{};
+  if (!(in >> v[0] >> v[1] >> v[2])) return std::nullopt;
+  return v;
 }
 
 Timestamp now_utc() {

@@ -1,8 +1,11 @@
 // Where and when a benchmark ran: CPU model, host, OS, date, git commit.
 #pragma once
 
+#include <array>
+#include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace tinyfuse::bench {
 
@@ -13,6 +16,17 @@ struct HostInfo {
   std::string os;          // "Linux 6.8.0 x86_64"
 };
 HostInfo read_host_info();
+
+// The CPU's data (or unified) caches from level 2 up, as cpu0 sees them in sysfs: one core's L2,
+// the shared L3. Empty when sysfs does not say.
+struct CacheLevel {
+  std::string name;  // "L2", "L3"
+  uint64_t bytes = 0;
+};
+std::vector<CacheLevel> read_cpu_caches();
+
+// The 1-, 5- and 15-minute load averages (/proc/loadavg): how busy the machine was around a run.
+std::optional<std::array<double, 3>> read_load_average();
 
 struct Timestamp {
   std::string iso_utc;  // 2025-01-31T12:34:56Z

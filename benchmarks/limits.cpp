@@ -8,18 +8,6 @@ namespace tinyfuse::bench {
 
 namespace {
 
-json read_json(const std::string& path, const char* what) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error("cannot open " + std::string(what) + " file '" + path + "'");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  try {
-    return json::parse(ss.str());
-  } catch (const std::exception& e) {
-    throw std::runtime_error(std::string(what) + " file '" + path + "' is not valid JSON: " + e.what());
-  }
-}
-
 std::string string_or(const json& j, const char* key, const std::string& fallback = "") {
   return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : fallback;
 }
@@ -32,6 +20,18 @@ std::optional<double> positive_number(const json& j, const char* key) {
 
 }  // namespace
 
+json read_json_file(const std::string& path, const std::string& what) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot open " + what + " file '" + path + "'");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  try {
+    return json::parse(ss.str());
+  } catch (const std::exception& e) {
+    throw std::runtime_error(what + " file '" + path + "' is not valid JSON: " + e.what());
+  }
+}
+
 std::optional<double> Ceilings::matmul(const std::string& precision) const {
   if (precision == "fp16") return matmul_fp16;
   if (precision == "fp32") return matmul_fp32;
@@ -39,7 +39,7 @@ std::optional<double> Ceilings::matmul(const std::string& precision) const {
 }
 
 Ceilings load_ceilings(const std::string& path) {
-  const json doc = read_json(path, "--ceilings");
+  const json doc = read_json_file(path, "--ceilings");
   if (!doc.is_object() || !doc.contains("ceilings") || !doc["ceilings"].is_object())
     throw std::runtime_error("--ceilings file '" + path + "' has no \"ceilings\" object (torch_mlp.py writes one)");
   const json& c = doc["ceilings"];
@@ -59,7 +59,7 @@ Ceilings load_ceilings(const std::string& path) {
 }
 
 TorchRun load_torch_run(const std::string& path) {
-  const json doc = read_json(path, "--compare");
+  const json doc = read_json_file(path, "--compare");
   if (!doc.is_object() || !doc.contains("results") || !doc["results"].is_array())
     throw std::runtime_error("--compare file '" + path + "' has no \"results\" array (torch_mlp.py writes one)");
   TorchRun out;

@@ -40,6 +40,10 @@ struct TorchRun {
                           int64_t width, int64_t batch) const;
 };
 
+// The JSON of a file another tool wrote; throws std::runtime_error naming `what` and the file when it
+// cannot be opened or is not JSON.
+json read_json_file(const std::string& path, const std::string& what);
+
 // Both throw std::runtime_error naming the file when it cannot be read or lacks the fields.
 Ceilings load_ceilings(const std::string& path);
 TorchRun load_torch_run(const std::string& path);

@@ -12,8 +12,10 @@
 
 #include "cpu/blas.h"
 #include "cpu/parallel.h"
+#include "copy_bandwidth.h"
 #include "encoding_bench.h"
 #include "report.h"
+#include "workloads/workload_report.h"
 #include "tinyfuse/errors.h"
 
 #ifndef TINYFUSE_BENCH_VERSION
@@ -30,6 +32,9 @@ const char* kUsage =
     "                      [--ceilings TORCH.json] [--compare TORCH.json] [--queue-runs]\n"
     "                      [--grid-compare TORCH_GRID.json] [--modes inference,training]\n"
     "                      [--skip-mlp] [--skip-encodings] [--help]\n"
+    "       tinyfuse-bench --workloads W1,W2,W3,W4|all [--device cpu|cuda] [--batches 14] [--modes training]\n"
+    "                      [--workload-compare TORCH.json,TCNN.json] [--ceilings TORCH.json] [--workload-dir DIR]\n"
+    "                      [--out FILE.json] [--repeats N] [--warmup N] [--quick] [--queue-runs]\n"
     "\n"
     "Throughput of the n->n x2->n ReLU MLP, inference and training (L2 loss, Adam).\n"
     "cpu: PortableMLP and CutlassMLP against the FP32 sgemm rate of the same BLAS, measured in the same run.\n"
@@ -56,6 +61,13 @@ const char* kUsage =
     "  --modes L         MLP rows of these modes only: inference, training or both (default both)\n"
     "  --skip-mlp        run only the encoding rows\n"
     "  --skip-encodings  run only the MLP rows\n"
+    "  --workloads L     run the workload suite instead of the MLP and encoding rows: W1 image, W2 OneBlob,\n"
+    "                    W3 NeRF field, W4 SDF (benchmarks/workloads/configs), a training step and an inference\n"
+    "                    pass each, with checks of what they produce; --batches then overrides every workload's\n"
+    "                    default batches (cpu: 2^14 or 2^16; cuda: the issue's)\n"
+    "  --workload-compare L  comma-separated JSON files of torch_workloads.py / tcnn_workloads.py (PyTorch\n"
+    "                    eager and compile, tinyfuse.tcnn, upstream tiny-cuda-nn JIT off / on): ratios per row\n"
+    "  --workload-dir D  where the workload files are (default: the source tree's benchmarks/workloads/configs)\n"
     "  --help, -h        this text\n";
 
 struct UsageError {
@@ -69,6 +81,9 @@ struct Options {
   std::optional<std::vector<std::string>> networks;
   std::vector<tb::Mode> modes = {tb::Mode::Inference, tb::Mode::Training};
   std::string out, ceilings, compare, grid_compare;
+  std::optional<std::vector<std::string>> workloads;
+  std::vector<std::string> workload_compare;
+  std::string workload_dir;
   std::optional<int> repeats, warmup;
   bool quick = false;
   bool queue_runs = false;
@@ -112,7 +127,8 @@ std::vector<int> parse_int_list(const std::string& flag, const std::string& text
 Options parse_args(int argc, char** argv) {
   static const std::vector<std::string> known = {"device", "networks", "widths", "batches", "out", "repeats", "warmup",
                                                  "quick", "ceilings", "compare", "queue-runs", "help",
-                                                 "grid-compare", "skip-mlp", "skip-encodings", "modes"};
+                                                 "grid-compare", "skip-mlp", "skip-encodings", "modes",
+                                                 "workloads", "workload-compare", "workload-dir"};
   Options o;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -164,6 +180,13 @@ Options parse_args(int argc, char** argv) {
         const tb::Mode mode = m == "inference" ? tb::Mode::Inference : tb::Mode::Training;
         if (std::find(o.modes.begin(), o.modes.end(), mode) == o.modes.end()) o.modes.push_back(mode);
       }
+    } else if (name == "workloads") {
+      o.workloads = split_list(name, value, "W1,W3");
+    } else if (name == "workload-compare") {
+      o.workload_compare = split_list(name, value, "torch.json,tcnn.json");
+    } else if (name == "workload-dir") {
+      if (value.empty()) throw UsageError{"--workload-dir needs a folder"};
+      o.workload_dir = value;
     } else if (name == "out") {
       if (value.empty()) throw UsageError{"--out needs a file name"};
       o.out = value;
@@ -179,6 +202,18 @@ Options parse_args(int argc, char** argv) {
       o.warmup = parse_int(name, value, 0, 100000);
     }
   }
+  if (o.workloads) {
+    if (o.networks || o.widths) throw UsageError{"--networks and --widths choose MLP rows; --workloads runs the workload suite only"};
+    if (o.skip_mlp || o.skip_encodings) throw UsageError{"--skip-mlp / --skip-encodings choose MLP and encoding rows; --workloads runs the workload suite only"};
+    if (!o.compare.empty() || !o.grid_compare.empty())
+      throw UsageError{"--compare and --grid-compare compare MLP and encoding rows; the workloads take --workload-compare"};
+    if (o.device == "cpu" && !o.ceilings.empty())
+      throw UsageError{"--ceilings is for --device cuda (the CPU run measures its own copy and sgemm rates)"};
+    if (o.device == "cpu" && o.queue_runs) throw UsageError{"--queue-runs is for --device cuda"};
+    return o;
+  }
+  if (!o.workload_compare.empty() || !o.workload_dir.empty())
+    throw UsageError{"--workload-compare and --workload-dir go with --workloads"};
   if (o.device == "cpu") {
     if (!o.ceilings.empty()) throw UsageError{"--ceilings is for --device cuda (the CPU run measures its own sgemm peak)"};
     if (!o.compare.empty()) throw UsageError{"--compare is for --device cuda (the PyTorch figures are GPU figures)"};
@@ -222,6 +257,102 @@ std::string progress_suffix(const tb::Report& r, const tb::CaseResult& res) {
         out += (out.empty() ? "" : ", ") + std::string(buf);
       }
   return out.empty() ? out : " (" + out + ")";
+}
+
+// Writes the run's JSON to `out` (atomically) and gives the exit status: 0 when every part ran, 1
+// otherwise; throws std::runtime_error when the file cannot be written.
+int write_record(const std::string& out, const tb::ojson& doc, bool all_ok) {
+  tb::write_file_atomically(out, doc.dump(2) + "\n");
+  std::cerr << "tinyfuse-bench: wrote " << out << '\n';
+  return all_ok ? 0 : 1;
+}
+
+std::string check_summary(const tb::WorkloadRow& w) {
+  std::string bad;
+  for (const tb::WorkloadCheck& c : w.checks)
+    if (!c.ok) bad += (bad.empty() ? "" : ", ") + c.name;
+  return bad.empty() ? "checks ok" : "CHECKS FAILED: " + bad;
+}
+
+// The workload suite (--workloads): its rows, table and JSON, with the header `r` already filled.
+int run_workloads(const Options& o, tb::Report& r, const std::string& out) {
+  const bool gpu = r.device != "cpu";
+  tb::WorkloadReport wr;
+  wr.header = &r;
+  try {
+    wr.specs = tb::load_workloads(o.workload_dir.empty() ? tb::default_workload_dir() : o.workload_dir, *o.workloads);
+    wr.figures = tb::load_workload_figures(o.workload_compare);
+  } catch (const std::exception& e) {
+    std::cerr << "tinyfuse-bench: " << e.what() << '\n';
+    return 1;
+  }
+  std::unique_ptr<tb::RunTimer> timer;
+  if (gpu) {
+#ifdef TINYFUSE_BENCH_CUDA
+    timer = tb::make_gpu_run_timer(r.plan.sync_each_run);
+    if (r.gpu) wr.limits.caches.push_back({"L2", static_cast<double>(r.gpu->l2_bytes)});
+    if (r.ceilings) {
+      wr.limits.copy_bytes_per_s = r.ceilings->copy_bytes_per_s;
+      wr.limits.copy_what = "device copy, " + r.ceilings->source;
+      wr.limits.matmul_flops_per_s = r.ceilings->matmul("fp16");
+      wr.limits.matmul_what = "fp16 matmul 8192^3, " + r.ceilings->source;
+    }
+#endif
+  } else {
+    const std::vector<tb::CacheLevel> caches = tb::read_cpu_caches();
+    for (const tb::CacheLevel& c : caches) wr.limits.caches.push_back({c.name, static_cast<double>(c.bytes)});
+    timer = tb::make_cpu_run_timer(caches.empty() ? 0 : caches.back().bytes);
+    std::cerr << "[copy] 256 MiB memcpy on " << r.threads << " threads (memory limit) ... " << std::flush;
+    const tb::CopyRate copy = tb::measure_copy_bandwidth(r.plan);
+    if (copy.ok) {
+      wr.limits.copy_bytes_per_s = copy.bytes_per_second();
+      wr.limits.copy_what = "memcpy of 256 MiB, read + written, same run";
+      std::cerr << tb::si(copy.bytes_per_second()) << "B/s\n";
+    } else {
+      std::cerr << "failed: " << copy.error << '\n';
+    }
+    if (r.peak && r.peak->ok) {
+      wr.limits.matmul_flops_per_s = r.peak->gflops() * 1e9;
+      wr.limits.matmul_what = "FP32 sgemm 1024^3, same BLAS, same run";
+    }
+  }
+  wr.clock = timer->clock();
+  tb::WorkloadPlan plan;
+  plan.timing = r.plan;
+  plan.modes = o.modes;
+  plan.batch_log2 = o.batch_log2;
+  bool all_ok = true;
+  wr.load_start = tb::read_load_average();
+  for (const tb::WorkloadSpec& w : wr.specs) {
+    std::cerr << "[" << w.id << " " << w.name << "] " << w.description << '\n';
+    const auto rows = tb::run_workload(w, plan, *timer, 1337, [&](const tb::WorkloadRow& row) {
+      std::cerr << "  " << tb::to_string(row.mode) << " batch " << tb::batch_label(row.batch) << ": ";
+      if (!row.ok) {
+        std::cerr << "failed: " << row.error << '\n';
+        return;
+      }
+      std::cerr << tb::si(row.samples_per_second()) << "samples/s";
+      if (row.mode == tb::Mode::Training && !row.losses.empty())
+        std::cerr << ", loss " << row.first_loss << " -> " << row.losses.back();
+      std::cerr << ", " << check_summary(row) << '\n';
+    });
+    for (const tb::WorkloadRow& row : rows) all_ok = all_ok && row.ok && row.checks_ok();
+    wr.rows.insert(wr.rows.end(), rows.begin(), rows.end());
+  }
+  wr.load_end = tb::read_load_average();
+  tb::print_workload_report(std::cout, wr);
+  std::cout << std::flush;
+  try {
+    tb::ojson doc = tb::to_json(r);
+    for (const char* mlp_only : {"model", "batches", "results", "torch_comparison", "timing"}) doc.erase(mlp_only);
+    doc["timing"] = {{"clock", wr.clock}, {"warmup", r.plan.warmup}, {"repeats", r.plan.repeats}, {"statistic", "median"},
+                     {"training", "one untimed first step, then the warm-up and timed steps (Trainer::training_step_async)"}};
+    doc["workloads"] = tb::workload_report_json(wr);
+    return write_record(out, doc, all_ok);
+  } catch (const std::exception& e) {
+    std::cerr << "tinyfuse-bench: " << e.what() << '\n';
+    return 1;
+  }
 }
 
 int run(const Options& o) {
@@ -282,7 +413,9 @@ int run(const Options& o) {
   const std::vector<int> batch_log2 = o.batch_log2 ? *o.batch_log2 : gpu ? std::vector<int>{14, 16, 18, 20, 22}
                                                                          : std::vector<int>{14, 16};
   for (int l : batch_log2) r.batches.push_back(int64_t{1} << l);
-  const std::string out = o.out.empty() ? "benchmarks/results/" + o.device + "-latest.json" : o.out;
+  const std::string out = !o.out.empty() ? o.out
+                          : o.workloads ? "benchmarks/results/workloads-" + o.device + "-latest.json"
+                                        : "benchmarks/results/" + o.device + "-latest.json";
   try {
     tb::prepare_output_folder(out);
     if (!o.ceilings.empty()) r.ceilings = tb::load_ceilings(o.ceilings);
@@ -318,6 +451,7 @@ int run(const Options& o) {
     else
       std::cerr << "failed: " << r.peak->error << '\n';
   }
+  if (o.workloads) return run_workloads(o, r, out);
 
   std::vector<tb::MlpCase> cases;
   for (const auto& net : o.skip_mlp ? std::vector<std::string>{} : r.networks)
@@ -422,13 +556,11 @@ int run(const Options& o) {
       }
       doc["encodings"] = list;
     }
-    tb::write_file_atomically(out, doc.dump(2) + "\n");
-    std::cerr << "tinyfuse-bench: wrote " << out << '\n';
+    return write_record(out, doc, all_ok);
   } catch (const std::exception& e) {
     std::cerr << "tinyfuse-bench: " << e.what() << '\n';
     return 1;
   }
-  return all_ok ? 0 : 1;
 }
 
 }  // namespace

@@ -16,20 +16,25 @@
 
 namespace tinyfuse::bench {
 
-namespace {
-
 std::string fixed(double v, int decimals) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
   return buf;
 }
 
+namespace {
+
 std::optional<double> percent_of_peak(const Report& r, const CaseResult& c) {
   if (!c.ok || !r.peak || !r.peak->ok) return std::nullopt;
   return 100.0 * c.gflops() / r.peak->gflops();
 }
 
-// Columns of strings, padded to the widest cell; `right` marks the right-aligned (numeric) ones.
+}  // namespace
+
+ojson stats_json(const Stats& s) {
+  return {{"median", s.median}, {"min", s.min}, {"max", s.max}, {"runs", s.runs}};
+}
+
 void print_table(std::ostream& os, const std::vector<std::string>& head, const std::vector<bool>& right,
                  const std::vector<std::vector<std::string>>& rows) {
   std::vector<size_t> w(head.size());
@@ -51,12 +56,6 @@ void print_table(std::ostream& os, const std::vector<std::string>& head, const s
   line(rule);
   for (const auto& row : rows) line(row);
 }
-
-ojson stats_json(const Stats& s) {
-  return {{"median", s.median}, {"min", s.min}, {"max", s.max}, {"runs", s.runs}};
-}
-
-}  // namespace
 
 std::string si(double value) {
   static const char* prefixes[] = {"", "k", "M", "G", "T"};

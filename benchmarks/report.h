@@ -58,6 +58,16 @@ void prepare_output_folder(const std::string& path);
 // folder if needed. Throws std::runtime_error naming the path on failure.
 void write_file_atomically(const std::string& path, const std::string& text);
 
+// Columns of strings, padded to the widest cell; `right` marks the right-aligned (numeric) ones.
+void print_table(std::ostream& os, const std::vector<std::string>& head, const std::vector<bool>& right,
+                 const std::vector<std::vector<std::string>>& rows);
+
+// Median, min and max (and every run) of `s` as JSON.
+ojson stats_json(const Stats& s);
+
+// `v` with `decimals` digits after the point.
+std::string fixed(double v, int decimals);
+
 // "3.214 M" style: three significant decimals and an SI prefix.
 std::string si(double value);
 

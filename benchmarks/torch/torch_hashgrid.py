@@ -26,6 +26,7 @@ import statistics
 import sys
 import tempfile
 
+import numpy as np
 import torch
 
 N_LEVELS, N_FEATURES, LOG2_T, BASE, SCALE = 16, 2, 19, 16, 2.0
@@ -55,25 +56,32 @@ def copy_bandwidth(warmup, repeats):
 
 
 class HashGrid(torch.nn.Module):
-    def __init__(self, dims):
+    """The grid of a HashGrid config (its defaults: this benchmark's); the table in `dtype` (FP16 as
+    tiny-cuda-nn keeps it, or FP32 as a PyTorch model trained with Adam keeps its parameters), the
+    arithmetic in FP32; the output in the table's dtype. benchmarks/torch/torch_workloads.py
+    builds its models' grids with it."""
+
+    def __init__(self, dims, n_levels=N_LEVELS, n_features=N_FEATURES, log2_hashmap_size=LOG2_T,
+                 base_resolution=BASE, per_level_scale=SCALE, device="cuda", dtype=torch.float16):
         super().__init__()
         self.dims = dims
         scales, res, sizes, offsets = [], [], [], [0]
-        for l in range(N_LEVELS):
-            s = math.exp2(l * math.log2(SCALE)) * BASE - 1.0
+        log2_scale = np.log2(np.float32(per_level_scale))  # in float, as tiny-cuda-nn (and tinyfuse) compute it
+        for l in range(n_levels):
+            s = float(np.exp2(np.float32(l) * log2_scale) * np.float32(base_resolution) - np.float32(1))
             r = math.ceil(s) + 1
-            n = min(((r ** dims + 7) // 8) * 8, 1 << LOG2_T)
+            n = min(((r ** dims + 7) // 8) * 8, 1 << log2_hashmap_size)
             scales.append(s), res.append(r), sizes.append(n), offsets.append(offsets[-1] + n)
         self.scales, self.res, self.sizes, self.offsets = scales, res, sizes, offsets
         self.table = torch.nn.Parameter(
-            (torch.rand(offsets[-1], N_FEATURES, device="cuda") * 2e-4 - 1e-4).half())
-        corners = torch.tensor([[(k >> d) & 1 for d in range(dims)] for k in range(1 << dims)], device="cuda")
+            (torch.rand(offsets[-1], n_features, device=device) * 2e-4 - 1e-4).to(dtype))
+        corners = torch.tensor([[(k >> d) & 1 for d in range(dims)] for k in range(1 << dims)], device=device)
         self.register_buffer("corners", corners.to(torch.int64))  # (2^D, D)
-        self.register_buffer("primes", torch.tensor(PRIMES[:dims], device="cuda", dtype=torch.int64))
+        self.register_buffer("primes", torch.tensor(PRIMES[:dims], device=device, dtype=torch.int64))
 
     def forward(self, x):  # x: (B, D) float32 in [0, 1)
         outs = []
-        for l in range(N_LEVELS):
+        for l in range(len(self.scales)):
             pos = x * self.scales[l] + 0.5
             fl = torch.floor(pos)
             frac = pos - fl
@@ -90,7 +98,7 @@ class HashGrid(torch.nn.Module):
             w = torch.where(self.corners.bool(), frac.unsqueeze(1), 1 - frac.unsqueeze(1)).prod(-1)  # (B, 2^D)
             feats = self.table[idx].float()  # (B, 2^D, F)
             outs.append((w.unsqueeze(-1) * feats).sum(1))
-        return torch.cat(outs, dim=-1).half()
+        return torch.cat(outs, dim=-1).to(self.table.dtype)
 
 
 def bench_case(dims, batch, mode, compiled, warmup, repeats, n_inputs=4):

@@ -1,0 +1,66 @@
+"""The workload suite's PyTorch baseline (benchmarks/torch/torch_workloads.py) computes what tinyfuse
+computes: its OneBlob, spherical harmonics and hash grid against tinyfuse.tcnn's encodings on the
+CPU, its targets against the built-in picture; and a row through tinyfuse.tcnn
+(benchmarks/python/tcnn_workloads.py) trains and reports."""
+import os
+import sys
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "benchmarks", "torch"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "benchmarks", "python"))
+
+import tinyfuse.tcnn as tcnn  # noqa: E402
+import torch_workloads as tw  # noqa: E402
+import tcnn_workloads  # noqa: E402
+
+
+def test_oneblob_and_harmonics_equal_tinyfuses():
+    torch.manual_seed(0)
+    x = torch.rand(300, 2)
+    ours = tcnn.Encoding(2, {"otype": "OneBlob", "n_bins": 64})(x)
+    torch.testing.assert_close(tw.OneBlob(64, "cpu")(x), ours, atol=1e-6, rtol=0)
+    d = torch.rand(300, 3)
+    ours = tcnn.Encoding(3, {"otype": "SphericalHarmonics", "degree": 4})(d)
+    torch.testing.assert_close(tw.SphericalHarmonics()(d), ours, atol=1e-6, rtol=0)
+
+
+def test_hash_grids_have_tinyfuses_layout_and_values():
+    for spec in tw.load_workloads(["W1", "W3"]):
+        cfg = spec["config"]["encoding"] if "encoding" in spec["config"] else spec["config"]["density"]["encoding"]
+        dims = 2 if spec["id"] == "W1" else 3
+        ours = tcnn.Encoding(dims, cfg)
+        grid, width = tw.encoding(cfg, dims, "cpu")
+        assert grid.table.numel() == ours.params.numel(), spec["id"]
+        with torch.no_grad():
+            ours.params.copy_(torch.rand_like(ours.params) - 0.5)
+            grid.table.copy_(ours.params.view(-1, 2))
+        x = torch.rand(300, dims)
+        # Positions differ by float rounding in the finest levels (scale ~ 10^3 - 10^4 cells): the
+        # interpolation is continuous, so the outputs differ by about that much, not by a cell.
+        torch.testing.assert_close(grid(x), ours(x), atol=2e-3, rtol=0)
+        assert width == ours.n_output_dims
+
+
+def test_image_target_is_the_built_in_picture():
+    from tinyfuse import _native
+    picture = torch.frombuffer(bytearray(_native.test_pattern(256)), dtype=torch.float32).reshape(256, 256, 3)
+    at = torch.tensor([[10.5 / 256, 200.5 / 256], [0.0, 0.0]])
+    got = tw.target_values("image", at)
+    torch.testing.assert_close(got[0], picture[200, 10])
+    torch.testing.assert_close(got[1], picture[0, 0])  # clamped at the border
+
+
+def test_a_tinyfuse_tcnn_row_trains_and_reports():
+    [spec] = tw.load_workloads(["W4"])
+    spec = dict(spec, config=dict(spec["config"], encoding=dict(spec["config"]["encoding"], log2_hashmap_size=12)))
+    records = tw.run_workload(spec, lambda s, dev: tcnn_workloads.tcnn_model(tcnn, s, dev, False), "tinyfuse.tcnn",
+                              torch.device("cpu"), {"training": [9], "inference": [9]}, ["training", "inference"],
+                              warmup=1, repeats=6, log=lambda s: None)
+    assert [r["mode"] for r in records] == ["training", "inference"]
+    train, infer = records
+    assert "error" not in train and "error" not in infer
+    assert train["loss_fell"] and len(train["losses"]) == 6 and train["samples_per_s"] > 0
+    assert infer["finite"] and infer["trained_steps"] == 8
+    assert infer["loss_vs_target"] < train["first_loss"]

@@ -1,0 +1,220 @@
+// tinyfuse-bench's workload suite (benchmarks/workloads): the workload files, the NeRF field W3
+// composes from library objects (against the same parts composed by hand), the targets, the cost
+// model and the host's losses the rows are checked with.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <stdexcept>
+
+#include "test_pattern.h"
+#include "tinyfuse/buffer.h"
+#include "tinyfuse/tinyfuse.h"
+#include "workloads/checks.h"
+#include "workloads/model.h"
+#include "workloads/nerf_field.h"
+#include "workloads/spec.h"
+#include "workloads/targets.h"
+
+using namespace tinyfuse;
+using namespace tinyfuse::bench;
+
+namespace {
+
+const WorkloadSpec& workload(const std::string& id) {
+  static const std::vector<WorkloadSpec> all = load_workloads(default_workload_dir(), {"all"});
+  for (const WorkloadSpec& w : all)
+    if (w.id == id) return w;
+  throw std::runtime_error("no workload " + id);
+}
+
+BuildOptions f64() {
+  BuildOptions o;
+  o.device = Device::CPU;
+  o.cpu_precision = DType::F64;
+  return o;
+}
+
+std::vector<double> uniform(size_t n, double lo, double hi, uint64_t seed) {
+  Pcg32 rng(seed);
+  std::vector<double> v(n);
+  for (double& x : v) x = lo + (hi - lo) * rng.next_float();
+  return v;
+}
+
+TensorView mat(std::vector<double>& v, int64_t rows, int64_t cols) { return TensorView::matrix(v.data(), rows, cols); }
+
+}  // namespace
+
+TEST(BenchWorkloads, TheSuiteHasFourWorkloadsInIdOrder) {
+  const auto all = load_workloads(default_workload_dir(), {"all"});
+  ASSERT_EQ(all.size(), 4u);
+  EXPECT_EQ(all[0].id, "W1");
+  EXPECT_EQ(all[3].id, "W4");
+  EXPECT_EQ(workload("W1").config.at("encoding").at("log2_hashmap_size"), 15);
+  EXPECT_EQ(workload("W2").config.at("network").at("n_neurons"), 128);
+  EXPECT_TRUE(workload("W3").is_nerf_field());
+  EXPECT_EQ(workload("W4").config.at("loss").at("otype"), "L1");
+  const auto two = load_workloads(default_workload_dir(), {"W3", "W1"});
+  ASSERT_EQ(two.size(), 2u);
+  EXPECT_EQ(two[0].id, "W3");
+}
+
+TEST(BenchWorkloads, AnUnknownIdNamesTheKnownOnes) {
+  try {
+    load_workloads(default_workload_dir(), {"W9"});
+    FAIL() << "no error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("known: W1, W2, W3, W4"), std::string::npos) << e.what();
+  }
+}
+
+TEST(BenchWorkloads, AFileWithoutAFieldNamesFileAndField) {
+  json doc = json::parse(R"({"id": "W9", "name": "x", "description": "", "upstream": "", "n_input_dims": 2,
+                             "n_output_dims": 3, "config": {}, "batches": {"cpu": {"training": [8], "inference": [8]},
+                             "cuda": {"training": [8], "inference": [8]}}})");
+  try {
+    parse_workload(doc, "my.json");
+    FAIL() << "no error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("'my.json': no \"target\" field"), std::string::npos) << e.what();
+  }
+  doc["target"] = "sdf";
+  EXPECT_THROW(parse_workload(doc, "my.json"), std::runtime_error);  // an SDF maps 3 dims to 1
+  doc["target"] = "image";
+  doc["batches"]["cpu"]["training"] = json::array({30});
+  EXPECT_THROW(parse_workload(doc, "my.json"), std::runtime_error);  // log2 batch past 24
+}
+
+// W3's field writes the density network's outputs and the harmonics into column views of one
+// buffer; the same parts run on contiguous buffers, concatenated and split by hand, must agree.
+TEST(BenchWorkloads, TheNerfFieldEqualsItsPartsComposedByHand) {
+  json cfg = workload("W3").config;
+  cfg["density"]["encoding"]["log2_hashmap_size"] = 12;  // small: the layout, not the size, is tested
+  auto field = make_nerf_field(cfg, 3, f64());
+  auto density = create_network_with_input_encoding(3, 16, cfg["density"]["encoding"], cfg["density"]["network"], f64());
+  auto dirs = create_encoding(cfg["direction_encoding"], 3, f64());
+  auto color = create_network(cfg["color_network"], 32, 3, f64());
+  ASSERT_EQ(field->n_params(), density->n_params() + color->n_params());
+  ASSERT_EQ(dirs->padded_output_width(), 16u);
+
+  const int64_t n = 37;
+  const size_t P = field->n_params(), Pd = density->n_params();
+  std::vector<double> params = uniform(P, -0.2, 0.2, 1), grads_f(P), grads_m(P);
+  std::vector<double> input = uniform(n * 6, 0.0, 1.0, 2);
+  field->set_params(TensorView::vector(params.data(), P), TensorView::vector(params.data(), P),
+                    TensorView::vector(grads_f.data(), P));
+  density->set_params(TensorView::vector(params.data(), Pd), TensorView::vector(params.data(), Pd),
+                      TensorView::vector(grads_m.data(), Pd));
+  color->set_params(TensorView::vector(params.data() + Pd, P - Pd), TensorView::vector(params.data() + Pd, P - Pd),
+                    TensorView::vector(grads_m.data() + Pd, P - Pd));
+
+  // The field.
+  std::vector<double> out_f(n * 16), dout = uniform(n * 16, -1.0, 1.0, 3), din_f(n * 6);
+  const TensorView of = mat(out_f, n, 16);
+  TensorView dif = mat(din_f, n, 6);
+  auto ctx = field->forward(mat(input, n, 6), &of, false, true);
+  field->backward(*ctx, mat(input, n, 6), of, mat(dout, n, 16), &dif, false, GradientMode::Overwrite);
+
+  // By hand: contiguous position and direction, features concatenated, their gradient split.
+  std::vector<double> pos(n * 3), dir(n * 3), d(n * 16), e(n * 16), cat(n * 32), out_m(n * 16), dcat(n * 32);
+  for (int64_t i = 0; i < n; ++i)
+    for (int k = 0; k < 3; ++k) pos[i * 3 + k] = input[i * 6 + k], dir[i * 3 + k] = input[i * 6 + 3 + k];
+  const TensorView dv = mat(d, n, 16), ev = mat(e, n, 16), om = mat(out_m, n, 16);
+  auto dctx = density->forward(mat(pos, n, 3), &dv, false, true);
+  auto ectx = dirs->forward(mat(dir, n, 3), &ev, false, true);
+  for (int64_t i = 0; i < n; ++i)
+    for (int k = 0; k < 16; ++k) cat[i * 32 + k] = d[i * 16 + k], cat[i * 32 + 16 + k] = e[i * 16 + k];
+  auto cctx = color->forward(mat(cat, n, 32), &om, false, true);
+  TensorView dcv = mat(dcat, n, 32);
+  color->backward(*cctx, mat(cat, n, 32), om, mat(dout, n, 16), &dcv, false, GradientMode::Overwrite);
+  std::vector<double> dd(n * 16), de(n * 16), dpos(n * 3), ddir(n * 3);
+  for (int64_t i = 0; i < n; ++i)
+    for (int k = 0; k < 16; ++k) dd[i * 16 + k] = dcat[i * 32 + k], de[i * 16 + k] = dcat[i * 32 + 16 + k];
+  TensorView dpv = mat(dpos, n, 3), ddv = mat(ddir, n, 3);
+  density->backward(*dctx, mat(pos, n, 3), dv, mat(dd, n, 16), &dpv, false, GradientMode::Overwrite);
+  dirs->backward(*ectx, mat(dir, n, 3), ev, mat(de, n, 16), &ddv, false, GradientMode::Overwrite);
+
+  double grid_grad = 0;
+  for (size_t i = 0; i < out_f.size(); ++i) ASSERT_NEAR(out_f[i], out_m[i], 1e-12) << "output " << i;
+  for (size_t i = 0; i < P; ++i) ASSERT_NEAR(grads_f[i], grads_m[i], 1e-12) << "parameter gradient " << i;
+  for (size_t i = 32 * 64 + 64 * 16; i < Pd; ++i) grid_grad += std::fabs(grads_m[i]);  // the grid's: after its network's
+  for (int64_t i = 0; i < n; ++i)
+    for (int k = 0; k < 3; ++k) {
+      ASSERT_NEAR(din_f[i * 6 + k], dpos[i * 3 + k], 1e-12);
+      ASSERT_NEAR(din_f[i * 6 + 3 + k], ddir[i * 3 + k], 1e-12);
+    }
+  // The comparison saw real signal: outputs, grid gradients and direction gradients are not zero.
+  double out_sum = 0, dir_sum = 0;
+  for (double v : out_f) out_sum += std::fabs(v);
+  for (double v : ddir) dir_sum += std::fabs(v);
+  EXPECT_GT(out_sum, 1.0);
+  EXPECT_GT(grid_grad, 1e-3);
+  EXPECT_GT(dir_sum, 1e-3);
+}
+
+TEST(BenchWorkloads, TargetsAreTheDocumentedFields) {
+  // Image: at a pixel centre, that pixel of the 256 x 256 test pattern.
+  const auto image = cli::make_test_pattern(256);
+  const float xy[2] = {(10 + 0.5f) / 256, (200 + 0.5f) / 256};
+  float rgb[3];
+  target_values(TargetKind::Image, xy, 1, rgb);
+  for (int c = 0; c < 3; ++c) EXPECT_FLOAT_EQ(rgb[c], image.pixel(10, 200)[c]);
+  // SDF: the sphere's centre is 0.25 inside, a point on the torus's core circle 0.06 inside, a
+  // corner outside.
+  const float p[9] = {0.4f, 0.5f, 0.5f, 0.85f, 0.5f, 0.5f, 0.0f, 0.0f, 0.0f};
+  float sdf[3];
+  target_values(TargetKind::Sdf, p, 3, sdf);
+  EXPECT_NEAR(sdf[0], -0.25f, 1e-6);
+  EXPECT_NEAR(sdf[1], -0.06f, 1e-6);
+  EXPECT_GT(sdf[2], 0.3f);
+  // Radiance: inside [0.05, 0.95] (the Sigmoid's range), from positions in the cube and unit
+  // directions given as (d + 1) / 2.
+  Pcg32 rng(5);
+  std::vector<float> in(6000), out(3000);
+  make_target_field(TargetKind::Radiance)->sample(rng, 1000, in.data(), out.data());
+  for (int i = 0; i < 1000; ++i) {
+    double norm = 0;
+    for (int k = 0; k < 3; ++k) norm += std::pow(2.0 * in[i * 6 + 3 + k] - 1.0, 2);
+    ASSERT_NEAR(norm, 1.0, 1e-5);
+    for (int c = 0; c < 3; ++c) ASSERT_TRUE(out[i * 3 + c] >= 0.05f && out[i * 3 + c] <= 0.95f) << out[i * 3 + c];
+  }
+}
+
+TEST(BenchWorkloads, TheCostCountsEveryLayerAtItsComputedWidth) {
+  // W1: 32 grid features -> 64 -> 64 -> 16 (3 outputs padded to 16).
+  const WorkloadCost w1 = workload_cost(workload("W1"));
+  EXPECT_EQ(w1.forward_flop, 2.0 * (32 * 64 + 64 * 64 + 64 * 16));
+  ASSERT_EQ(w1.grids.size(), 1u);
+  EXPECT_EQ(w1.grids[0].dims, 2u);
+  EXPECT_EQ(w1.grid_bytes_per_sample(2, false), 16.0 * 4 * 2 * 2);
+  EXPECT_EQ(w1.grid_bytes_per_sample(2, true), 16.0 * 4 * 2 * (2 + 4));
+  // W2: OneBlob 2 x 64 = 128 -> 128 x 5 -> 16; no grid.
+  const WorkloadCost w2 = workload_cost(workload("W2"));
+  EXPECT_EQ(w2.forward_flop, 2.0 * (128 * 128 * 5 + 128 * 16));
+  EXPECT_TRUE(w2.grids.empty());
+  // W3: density 32 -> 64 -> 16, colour (16 + 16) -> 64 -> 64 -> 16.
+  const WorkloadCost w3 = workload_cost(workload("W3"));
+  EXPECT_EQ(w3.forward_flop, 2.0 * (32 * 64 + 64 * 16) + 2.0 * (32 * 64 + 64 * 64 + 64 * 16));
+  ASSERT_EQ(w3.grids.size(), 1u);
+  EXPECT_EQ(w3.grids[0].dims, 3u);
+  EXPECT_EQ(w3.flop_per_sample(true), 3 * w3.forward_flop);
+}
+
+// The host's loss (the first training step's check, the inference rows' error) is the library's.
+TEST(BenchWorkloads, TheHostLossIsTheLibrarysLoss) {
+  const int64_t n = 9, width = 16, n_out = 3;
+  std::vector<double> pred = uniform(n * width, -1.0, 1.0, 7), values(n * width), grads(n * width);
+  std::vector<float> target(n * n_out), pred_f(pred.begin(), pred.end());
+  for (size_t i = 0; i < target.size(); ++i) target[i] = static_cast<float>(0.1 * i - 0.5);
+  std::vector<double> target_d(target.begin(), target.end());
+  for (const char* otype : {"L2", "L1", "RelativeL2"}) {
+    auto loss = create_loss({{"otype", otype}}, f64());
+    loss->evaluate(1.0f, mat(pred, n, width), mat(target_d, n, n_out), mat(values, n, width), mat(grads, n, width));
+    double sum = 0;
+    for (double v : values) sum += v;
+    const auto host = host_loss(otype, pred_f.data(), width, target.data(), n, n_out);
+    ASSERT_TRUE(host.has_value()) << otype;
+    EXPECT_NEAR(*host, sum, 1e-6 * std::fabs(sum)) << otype;
+  }
+  EXPECT_FALSE(host_loss("Variance", pred_f.data(), width, target.data(), n, n_out).has_value());
+}
