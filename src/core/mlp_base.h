@@ -1,7 +1,8 @@
 // What every MLP shares whatever its backend: the layout of the flat parameter buffer
 // (docs/PARAMETERS.md: per layer its weights, row-major out x in, then its bias if any), the
-// Network getters, the parameter segments, the initialisation (core/mlp_init.h) and the checks of
-// set_params. A backend adds its device, dtypes and the math.
+// Network getters, the parameter segments, the initialisation (core/mlp_init.h), set_params and
+// the checks every call starts with (MlpWithParams). A backend adds its device, dtypes and the
+// math.
 #pragma once
 
 #include <string>
@@ -9,6 +10,7 @@
 
 #include "core/mlp_init.h"
 #include "core/network_config.h"
+#include "tinyfuse/errors.h"
 #include "tinyfuse/network.h"
 
 namespace tinyfuse {
@@ -86,6 +88,59 @@ class MlpBase : public Network {
   const json hyperparams_;
   std::vector<Layer> layers_;
   size_t n_params_ = 0;
+};
+
+// An MLP whose parameters, inputs and outputs are T on its device (param_dtype(), input_dtype()
+// and output_dtype() all name T): set_params keeps typed pointers, and the checks every call
+// starts with, with the same messages on every backend.
+template <typename T>
+class MlpWithParams : public MlpBase {
+ public:
+  using MlpBase::MlpBase;
+
+  void set_params(const TensorView& params, const TensorView& inference_params, const TensorView& gradients) override {
+    params_ = static_cast<T*>(checked_param_view(params, "params", false));
+    inference_params_ = static_cast<T*>(checked_param_view(inference_params, "inference_params", false));
+    gradients_ = static_cast<T*>(checked_param_view(gradients, "gradients", true));
+  }
+
+ protected:
+  // Parameters are set; input is (any, input_width()) and output (if given) (batch,
+  // padded_output_width()), on device(), rows dense. A backend may add its own limits.
+  virtual void check_io(const TensorView& input, const TensorView* output) const {
+    if (!params_) throw Error(name() + ": no parameters set; call set_params() (or use a Trainer) first");
+    check_matrix(input, "input", -1, input_width(), input_dtype(), device());
+    check_rows_dense(input, "input");
+    if (output) {
+      check_matrix(*output, "output", input.rows(), padded_output_width(), output_dtype(), device());
+      check_rows_dense(*output, "output");
+    }
+  }
+
+  // The checks backward() starts with once its context is of the right type, in order;
+  // `same_batch(batch)` says whether the context came from a forward() of `batch` rows.
+  template <typename SameBatch>
+  void check_backward(const TensorView& input, const TensorView& dL_doutput, const TensorView* dL_dinput,
+                      GradientMode mode, SameBatch&& same_batch) const {
+    check_io(input, nullptr);
+    const int64_t batch = input.rows();
+    check_matrix(dL_doutput, "dL_doutput", batch, padded_output_width(), output_dtype(), device());
+    check_rows_dense(dL_doutput, "dL_doutput");
+    if (dL_dinput) {
+      check_matrix(*dL_dinput, "dL_dinput", batch, input_width(), input_dtype(), device());
+      check_rows_dense(*dL_dinput, "dL_dinput");
+    }
+    if (!same_batch(batch))
+      throw ShapeError(name() + "::backward: input batch differs from the forward() that made the context");
+    if (mode != GradientMode::Ignore && !gradients_)
+      throw Error(name() + "::backward: parameter gradients requested but set_params() got no gradient buffer");
+  }
+
+  const T* weights_for(bool use_inference_params) const { return use_inference_params ? inference_params_ : params_; }
+
+  T* params_ = nullptr;
+  T* inference_params_ = nullptr;
+  T* gradients_ = nullptr;
 };
 
 }  // namespace tinyfuse
