@@ -50,9 +50,9 @@
 #include <vector>
 
 #include "core/activation_math.h"
-#include "core/mlp_base.h"
 #include "cuda/blaslt_plan.h"
 #include "cuda/common.cuh"
+#include "cuda/gpu_mlp.h"
 #include "cuda/staging.h"
 #include "tinyfuse/buffer.h"
 #include "tinyfuse/errors.h"
@@ -154,11 +154,10 @@ struct BlasLtContext final : Context {
 };
 
 template <typename T>
-class BlasLtMlp final : public MlpWithParams<T> {
-  using Base = MlpWithParams<T>;
+class BlasLtMlp final : public OnePassGpuMlp<T, BlasLtContext<T>> {
+  using Base = OnePassGpuMlp<T, BlasLtContext<T>>;
   using typename Base::Layer;
-  using Base::layers_, Base::spec_, Base::n_params_, Base::params_, Base::inference_params_, Base::gradients_;
-  using Base::layer_activation, Base::check_io, Base::name;
+  using Base::layers_, Base::spec_, Base::n_params_, Base::gradients_, Base::layer_activation, Base::name;
 
  public:
   BlasLtMlp(MlpSpec spec, json hyperparams) : Base(std::move(spec), std::move(hyperparams)) {
@@ -166,24 +165,6 @@ class BlasLtMlp final : public MlpWithParams<T> {
       throw UnsupportedError("internal: " + spec_.otype + " has biases and an unpadded output");
     for (const auto& l : layers_) max_width_ = std::max(max_width_, l.out);
     check_library_supports_widths();
-  }
-
-  Device device() const override { return Device::CUDA; }
-  DType param_dtype() const override { return kDType; }
-  DType input_dtype() const override { return kDType; }
-  DType output_dtype() const override { return kDType; }
-
-  void inference(const TensorView& input, const TensorView& output) override {
-    check_io(input, &output);
-    run_forward(input, inference_params_, nullptr, &output);
-  }
-
-  std::unique_ptr<Context> forward(const TensorView& input, const TensorView* output, bool use_inference_params,
-                                   bool /*prepare_input_gradients*/) override {
-    check_io(input, output);
-    auto ctx = std::make_unique<BlasLtContext<T>>();
-    run_forward(input, use_inference_params ? inference_params_ : params_, ctx.get(), output);
-    return ctx;
   }
 
   void backward(const Context& base_ctx, const TensorView& input, const TensorView& /*output*/,
@@ -329,7 +310,8 @@ class BlasLtMlp final : public MlpWithParams<T> {
 
   // Forward through every layer. With `keep`, the matrices backward() needs are kept in the
   // context; without, two scratch matrices are used in turn (inference). `output` may be null.
-  void run_forward(const TensorView& input, const T* weights, BlasLtContext<T>* keep, const TensorView* output) const {
+  void run_forward(const TensorView& input, const T* weights, BlasLtContext<T>* keep,
+                   const TensorView* output) const override {
     const int64_t batch = input.rows();
     const size_t n_layers = layers_.size();
     const gpuStream_t s = stream_of(input);

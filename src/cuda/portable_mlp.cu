@@ -15,8 +15,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "core/mlp_base.h"
 #include "cuda/common.cuh"
+#include "cuda/gpu_mlp.h"
 #include "cuda/portable_gemm.cuh"
 #include "cuda/staging.h"
 #include "tinyfuse/buffer.h"
@@ -204,14 +204,9 @@ struct PortableMlpContext : Context {
 };
 
 
-class PortableMlp final : public MlpWithParams<float> {
+class PortableMlp final : public GpuMlp<float> {
  public:
-  using MlpWithParams<float>::MlpWithParams;
-
-  Device device() const override { return Device::CUDA; }
-  DType param_dtype() const override { return DType::F32; }
-  DType input_dtype() const override { return DType::F32; }
-  DType output_dtype() const override { return DType::F32; }
+  using GpuMlp<float>::GpuMlp;
 
   void inference(const TensorView& input, const TensorView& output) override {
     check_io(input, &output);
