@@ -1,8 +1,9 @@
-// libFuzzer target: bytes -> load_checkpoint into each of a few small models (fuzz_models.h),
-// once as given and once with both CRC-32s recomputed, so that mutations get past the checksums
-// to the header, config, optimizer-state and parameter checks behind them. Besides crashes and
-// sanitizer reports, a finding is: any exception other than tinyfuse::Error, or a failed load
-// that changed the model (parameters, optimizer state or loss scale).
+// libFuzzer target: bytes -> load_checkpoint into each of a few small models (fuzz_models.h) and
+// load_model (a model built from the file's config), once as given and once with both CRC-32s
+// recomputed, so that mutations get past the checksums to the header, config, optimizer-state
+// and parameter checks behind them. Besides crashes and sanitizer reports, a finding is: any
+// exception other than tinyfuse::Error, or a failed load that changed the model (parameters,
+// optimizer state or loss scale).
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -62,6 +63,14 @@ void try_load(const uint8_t* data, size_t size) {
       finding(std::string("unexpected exception ") + typeid(e).name() + ": " + e.what());
     }
     models[i] = fresh(fuzz::checkpoint_models()[i]);  // loaded: start the next input from the same state
+  }
+  // load_model: the model built from the checkpoint's own config (which must match the file's
+  // parameter count before anything is allocated for it).
+  try {
+    load_model_bytes(data, size, "fuzz input");
+  } catch (const Error&) {
+  } catch (const std::exception& e) {
+    finding(std::string("unexpected exception from load_model ") + typeid(e).name() + ": " + e.what());
   }
 }
 

@@ -1,7 +1,8 @@
-// libFuzzer target: bytes -> JSON -> create_from_config for a few input/output widths and both
-// CPU precisions, then one training step and one inference on a small batch. The only
-// exceptions allowed out are a JSON parse error (the bytes are not JSON) and tinyfuse::Error;
-// anything else, a crash or a sanitizer report is a finding.
+// libFuzzer target: bytes -> parse_config -> create_from_config for a few input/output widths and
+// both CPU precisions, then one training step and one inference on a small batch; bytes that
+// parse_config refuses (too deep, repeated keys) go to the factory as nlohmann's unlimited reader
+// parses them. The only exception allowed out is tinyfuse::Error; anything else, a crash (a stack
+// overflow on deep JSON, say) or a sanitizer report is a finding.
 #include <cstdio>
 #include <cstdlib>
 #include <typeinfo>
@@ -65,14 +66,30 @@ void build(const json& config, uint32_t n_in, uint32_t n_out, const BuildOptions
   }
 }
 
+// The bytes as nlohmann's own reader takes them (no depth limit, the last of repeated keys), for
+// the factory's checks of json values built by callers; null when they are not JSON at all.
+json unchecked_json(const uint8_t* data, size_t size) {
+  try {
+    return json::parse(data, data + size);
+  } catch (const json::exception&) {
+    return nullptr;  // a syntax error, or a number out of range: "1e999"
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   json config;
   try {
-    config = json::parse(data, data + size);
-  } catch (const json::exception&) {
-    return 0;  // not JSON (a syntax error, or a number out of range: "1e999")
+    // As every front end reads a config (factory.h): depth-limited, repeated keys refused.
+    config = parse_config(std::string(reinterpret_cast<const char*>(data), size), "fuzz input");
+  } catch (const ConfigError&) {
+    // Refused text: what it parses to with no limits must be refused by the factory as cleanly.
+    const json unchecked = unchecked_json(data, size);
+    if (!unchecked.is_null()) build(unchecked, 2, 1, {Device::CPU, DType::F32});
+    return 0;
+  } catch (const std::exception& e) {
+    unexpected(e.what(), typeid(e).name());
   }
   build(config, 2, 1, {Device::CPU, DType::F32});
   build(config, 3, 4, {Device::CPU, DType::F64});

@@ -54,4 +54,9 @@ double sum_tensor(const TensorView& t);
 // Number of GPUs this build can use here (0 without a GPU backend, driver or device).
 int gpu_count();
 
+// Gives the GPU memory that tinyfuse's stream-ordered pools keep for reuse (the scratch of earlier
+// calls) back to the driver, as tiny-cuda-nn's free_temporary_memory does with its arenas; memory
+// in use stays. Nothing to do without GPUs.
+void free_temporary_memory();
+
 }  // namespace tinyfuse

@@ -8,10 +8,12 @@
 
 namespace tinyfuse {
 
-// Base of everything tinyfuse throws on purpose.
+// Base of everything tinyfuse throws on purpose. The message is always valid UTF-8: bytes of the
+// caller's input that are not are shown as "\xNN".
 class Error : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit Error(const std::string& message);
+  explicit Error(const char* message);
 };
 
 // A JSON config (or a config/device/build combination) that tinyfuse will not run.

@@ -99,9 +99,9 @@ class DifferentiableObject {
   // Second derivatives through the input gradients (tiny-cuda-nn's backward_backward_input), for
   // losses that depend on dL/dinput (an eikonal term, say). backward() computed
   // dL_dinput = J(input)^T dL_doutput; given dL2/d(dL_dinput) (`dL_ddLdinput`, (batch, input_width)),
-  // this writes or adds (per `param_gradients_mode`) dL2/dparams into the gradient buffer and
-  // writes dL2/d(dL_doutput) into `dL_ddLdoutput` ((batch, padded_output_width); may be null).
-  // `dL_dinput` (dL2/dinput through the Hessian) must be null: no object computes it yet.
+  // this writes or adds (per `param_gradients_mode`) dL2/dparams into the gradient buffer,
+  // writes dL2/d(dL_doutput) into `dL_ddLdoutput` ((batch, padded_output_width); may be null) and
+  // dL2/dinput through the input Hessian into `dL_dinput` ((batch, input_width); may be null).
   // Objects without second derivatives throw UnsupportedError; the Grid encodings have them.
   virtual void backward_backward_input(const Context& /*ctx*/, const TensorView& /*input*/,
                                        const TensorView& /*dL_ddLdinput*/, const TensorView& /*dL_doutput*/,

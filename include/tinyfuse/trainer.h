@@ -12,6 +12,8 @@
 
 namespace tinyfuse {
 
+class MemoryPlan;
+
 class Trainer {
  public:
   // Initialises the parameters from `seed` (PCG32) scaled by `param_scale`.
@@ -55,6 +57,8 @@ class Trainer {
   Loss& loss() const { return *loss_; }
 
  private:
+  // Everything the trainer, model and optimizer will hold (core/memory_plan.h).
+  MemoryPlan memory_plan() const;
   void refresh_compute_params();
   DType loss_value_dtype() const;
   void ensure_batch_buffers(int64_t batch, Stream stream);

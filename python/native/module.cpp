@@ -7,6 +7,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "core/host_memory.h"
+#include "core/memory_plan.h"
 #include "default_config.h"
 #include "loss_plot.h"
 #include "native_object.h"
@@ -42,13 +43,8 @@ BuildOptions options(const std::string& device, int cpu_precision) {
   return o;
 }
 
-json parse_config(const std::string& text, const char* what) {
-  try {
-    return json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw ConfigError(what, text, std::string("not valid JSON: ") + e.what(), "a JSON object");
-  }
-}
+// Config text from Python (json.dumps of the caller's dict), read as every front end reads it.
+json config_arg(const std::string& text, const char* what) { return parse_config(text, std::string(what) + " config"); }
 
 // Widths arrive as Python ints: a negative or oversized one is a ConfigError naming the key (the
 // library checks the rest), not nanobind's "incompatible function arguments" TypeError.
@@ -60,6 +56,19 @@ uint32_t width_arg(int64_t value, const char* key) {
 
 std::unique_ptr<NativeObject> wrap(std::shared_ptr<DifferentiableObject> o) {
   return std::make_unique<NativeObject>(std::move(o));
+}
+
+// Builds with `options` and returns (object, ignored keys). `strict`: unknown keys are ConfigErrors,
+// as in C++; otherwise they are skipped and each comes back as (key, value, rule, accepted), which
+// tinyfuse.tcnn turns into warnings.
+template <typename Build>
+nb::tuple build(BuildOptions options, bool strict, Build&& make) {
+  std::vector<ConfigError> ignored;
+  if (!strict) options.ignored_keys = &ignored;
+  std::unique_ptr<NativeObject> object = wrap(make(options));
+  nb::list keys;
+  for (const ConfigError& e : ignored) keys.append(nb::make_tuple(e.key(), e.value(), e.rule(), e.accepted()));
+  return nb::make_tuple(std::move(object), keys);
 }
 
 }  // namespace
@@ -95,6 +104,19 @@ NB_MODULE(_native, m) {
   // the library checks its own scratch: OutOfMemoryError before anything is allocated.
   m.def("check_host_bytes", [](int64_t rows, int64_t bytes_per_row, const std::string& what) {
     checked_bytes({rows, bytes_per_row}, what);
+  });
+  // What a tinyfuse.tcnn module will hold, checked before torch is asked for any of it: the FP32
+  // parameters (module.params) and their gradients (params.grad, which backward fills), and when
+  // the object computes in another dtype the compute copy and its gradients of each call.
+  m.def("check_module_memory", [](const NativeObject& o, const std::string& what) {
+    const DifferentiableObject& object = o.object();
+    const uint64_t n = object.n_params();
+    MemoryPlan plan(what + " (" + std::to_string(n) + " parameters)");
+    plan.add("FP32 parameters", n, 4, true);
+    plan.add("their gradients", n, 4, true);
+    if (object.param_dtype() != DType::F32)
+      plan.add(to_string(object.param_dtype()) + " compute copy and its gradients", n, 2 * dtype_size(object.param_dtype()), true);
+    plan.check();
   });
   m.def("encoding_otypes", &encoding_otypes);
 
@@ -138,29 +160,56 @@ NB_MODULE(_native, m) {
                        dtype_code(output_dtype), doutput, dinput, stream);
           },
           nb::call_guard<nb::gil_scoped_release>())
+      .def(
+          "backward_backward_input",
+          [](NativeObject& o, const NativeContext& ctx, Address params, int params_dtype, Address gradients,
+             Address input, int input_dtype, Address dL_ddLdinput, Address doutput, int output_dtype,
+             Address dL_ddLdoutput, Address dL_dinput, Address stream) {
+            o.backward_backward_input(ctx, params, dtype_code(params_dtype), gradients, input, dtype_code(input_dtype),
+                                      dL_ddLdinput, doutput, dtype_code(output_dtype), dL_ddLdoutput, dL_dinput, stream);
+          },
+          nb::call_guard<nb::gil_scoped_release>())
       .def("time_inference", &NativeObject::time_inference, nb::call_guard<nb::gil_scoped_release>())
       .def("time_training", &NativeObject::time_training, nb::call_guard<nb::gil_scoped_release>());
 
+  // tiny-cuda-nn's Python Network: any input width, padded to the network's alignment.
   m.def("create_network",
         [](int64_t n_input_dims, int64_t n_output_dims, const std::string& network, const std::string& device,
-           int cpu_precision) {
-          return wrap(create_network(parse_config(network, "network"), width_arg(n_input_dims, "network.n_input_dims"),
-                                     width_arg(n_output_dims, "network.n_output_dims"), options(device, cpu_precision)));
+           int cpu_precision, bool strict) {
+          const json config = config_arg(network, "network");
+          const uint32_t n_in = width_arg(n_input_dims, "network.n_input_dims");
+          const uint32_t n_out = width_arg(n_output_dims, "network.n_output_dims");
+          return build(options(device, cpu_precision), strict, [&](const BuildOptions& o) {
+            return std::shared_ptr<DifferentiableObject>(create_padded_network(n_in, n_out, config, o));
+          });
         });
+  // `output_dtype`: a dtype code for the features, or -1 for the encoding's own. GPU encodings
+  // write F16 or F32 as asked; CPU ones write their compute dtype (the Python layer converts).
   m.def("create_encoding",
-        [](int64_t n_input_dims, const std::string& encoding, const std::string& device, int cpu_precision) {
-          return wrap(create_encoding(parse_config(encoding, "encoding"), width_arg(n_input_dims, "encoding.n_input_dims"),
-                                      options(device, cpu_precision)));
+        [](int64_t n_input_dims, const std::string& encoding, const std::string& device, int cpu_precision,
+           int output_dtype, bool strict) {
+          const json config = config_arg(encoding, "encoding");
+          const uint32_t n_in = width_arg(n_input_dims, "encoding.n_input_dims");
+          const BuildOptions base = options(device, cpu_precision);
+          return build(base, strict, [&](const BuildOptions& o) {
+            std::unique_ptr<Encoding> e = create_encoding(config, n_in, o);
+            if (output_dtype >= 0 && base.device == Device::CUDA && dtype_code(output_dtype) != e->output_dtype())
+              e->set_output_dtype(dtype_code(output_dtype));
+            return std::shared_ptr<DifferentiableObject>(std::move(e));
+          });
         });
   m.def("create_network_with_input_encoding",
         [](int64_t n_input_dims, int64_t n_output_dims, const std::string& encoding, const std::string& network,
-           const std::string& device, int cpu_precision) {
-          return wrap(create_network_with_input_encoding(width_arg(n_input_dims, "encoding.n_input_dims"),
-                                                         width_arg(n_output_dims, "network.n_output_dims"),
-                                                         parse_config(encoding, "encoding"),
-                                                         parse_config(network, "network"),
-                                                         options(device, cpu_precision)));
+           const std::string& device, int cpu_precision, bool strict) {
+          const json enc = config_arg(encoding, "encoding"), net = config_arg(network, "network");
+          const uint32_t n_in = width_arg(n_input_dims, "encoding.n_input_dims");
+          const uint32_t n_out = width_arg(n_output_dims, "network.n_output_dims");
+          return build(options(device, cpu_precision), strict, [&](const BuildOptions& o) {
+            return std::shared_ptr<DifferentiableObject>(create_network_with_input_encoding(n_in, n_out, enc, net, o));
+          });
         });
+  m.def("free_temporary_memory", &free_temporary_memory, nb::call_guard<nb::gil_scoped_release>(),
+        "gives the GPU memory tinyfuse's pools keep for reuse back to the driver (nothing to do without GPUs)");
 
   // learn-image's own pieces (tools/cli), so that samples/learn_image.py runs the same job: the
   // default config, the built-in target and the loss plot. Images are RGB FP32 values in [0, 1],

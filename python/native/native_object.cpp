@@ -89,6 +89,25 @@ void NativeObject::backward(const NativeContext& ctx, Address params, DType para
                     gradients ? GradientMode::Overwrite : GradientMode::Ignore);
 }
 
+void NativeObject::backward_backward_input(const NativeContext& ctx, Address params, DType params_dtype,
+                                           Address gradients, Address input, DType input_dtype, Address dL_ddLdinput,
+                                           Address doutput, DType output_dtype, Address dL_ddLdoutput,
+                                           Address dL_dinput, Address stream) {
+  if (!ctx.ctx) throw Error("backward_backward_input: the forward context is empty");
+  const Stream s = as_stream(stream);
+  const int64_t rows = ctx.rows;
+  // dL2/d(dL/dinput) and dL2/dinput are laid out as the input, dL2/d(dL/doutput) as the output.
+  const TensorView in = input_view(input, input_dtype, rows, s), v = input_view(dL_ddLdinput, input_dtype, rows, s);
+  const TensorView d_out = output_view(doutput, output_dtype, rows, s);
+  const TensorView dd_out = output_view(dL_ddLdoutput, output_dtype, rows, s);
+  const TensorView d_in = input_view(dL_dinput, input_dtype, rows, s);
+  std::lock_guard<std::mutex> lock(mutex_);
+  point_at(params, params_dtype, gradients);
+  object_->backward_backward_input(*ctx.ctx, in, v, d_out, dL_ddLdoutput ? &dd_out : nullptr,
+                                   dL_dinput ? &d_in : nullptr, false,
+                                   gradients ? GradientMode::Overwrite : GradientMode::Ignore);
+}
+
 double NativeObject::time_inference(Address params, Address input, int64_t rows, Address output, Address stream,
                                     int iters) {
   const DifferentiableObject& o = *object_;

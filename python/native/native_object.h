@@ -42,6 +42,13 @@ class NativeObject {
                 DType input_dtype, Address output, DType output_dtype, Address doutput, Address dinput,
                 Address stream);
 
+  // Second derivatives (DifferentiableObject::backward_backward_input): from dL2/d(dL/dinput)
+  // to dL2/dparams (`gradients`, overwritten; 0: none), dL2/d(dL/doutput) (`dL_ddLdoutput`; 0:
+  // none) and dL2/dinput (`dL_dinput`; 0: none). Objects without them raise UnsupportedError.
+  void backward_backward_input(const NativeContext& ctx, Address params, DType params_dtype, Address gradients,
+                               Address input, DType input_dtype, Address dL_ddLdinput, Address doutput,
+                               DType output_dtype, Address dL_ddLdoutput, Address dL_dinput, Address stream);
+
   // The C++ API called directly in a loop, for the binding-overhead benchmark: `iters` calls of
   // inference (or forward + backward with parameter gradients), then a wait for the stream.
   // Returns the seconds taken.

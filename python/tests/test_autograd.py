@@ -77,13 +77,13 @@ def test_padded_batch_gradients_ignore_padding_rows(monkeypatch):
     backend = next(iter(net._backends.values()))
     monkeypatch.setattr(backend, "granularity", 8)
     calls = []
-    real = tcnn._NativeFunction.forward
+    real = tcnn._autograd.NativeFunction.forward
 
-    def spy(ctx, b, xin, params, loss_scale):
+    def spy(ctx, b, xin, params, loss_scale, module):
         calls.append(xin.shape[0])
-        return real(ctx, b, xin, params, loss_scale)
+        return real(ctx, b, xin, params, loss_scale, module)
 
-    monkeypatch.setattr(tcnn._NativeFunction, "forward", staticmethod(spy))
+    monkeypatch.setattr(tcnn._autograd.NativeFunction, "forward", staticmethod(spy))
     x.grad, net.params.grad = None, None
     out = net(x)
     assert out.shape == (5, 2) and calls == [8]

@@ -91,7 +91,7 @@ def test_no_grad_and_inference_mode_take_the_inference_path(monkeypatch):
     def no_autograd(*args, **kwargs):
         raise AssertionError("the autograd path ran")
 
-    monkeypatch.setattr(tcnn._NativeFunction, "apply", no_autograd)
+    monkeypatch.setattr(tcnn._autograd.NativeFunction, "apply", no_autograd)
     with torch.no_grad():
         torch.testing.assert_close(net(x), expected, rtol=0, atol=0)
     with torch.inference_mode():
@@ -144,10 +144,8 @@ def test_errors_name_the_problem():
         net(torch.rand(4, 4))
     with pytest.raises(tinyfuse.ShapeError, match=r"shape \(batch, 3\)"):
         net(torch.rand(4))
-    with pytest.raises(tinyfuse.ShapeError, match="floating-point"):
-        net(torch.ones(4, 3, dtype=torch.int32))
-    with pytest.raises(tinyfuse.ShapeError, match="contiguous"):
-        net(torch.rand(3, 8).T[:, :3])
+    with pytest.raises(tinyfuse.ShapeError, match="real"):
+        net(torch.ones(4, 3, dtype=torch.complex64))
     with pytest.raises(TypeError, match="torch.Tensor"):
         net([[0.0, 0.0, 0.0]])
     with pytest.raises(ValueError):  # ShapeError is a ValueError too

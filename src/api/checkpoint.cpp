@@ -2,9 +2,6 @@
 // "__metadata__" the config, the optimizer's state header and CRC-32s of the data and header.
 #include "tinyfuse/checkpoint.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cmath>
@@ -13,10 +10,16 @@
 #include <map>
 #include <set>
 
+#include "api/factory_internal.h"
 #include "core/atomic_file.h"
 #include "core/checkpoint_bytes.h"
-#include "core/safetensors.h"
+#include "core/file_read.h"
+#include "core/host_memory.h"
+#include "core/json_text.h"
+#include "core/memory_plan.h"
 #include "core/optimizers/optimizer_base.h"
+#include "core/safetensors.h"
+#include "core/text.h"
 #include "tinyfuse/errors.h"
 
 #ifndef TINYFUSE_VERSION_STRING
@@ -33,12 +36,11 @@ constexpr const char* kParams = "params";
 constexpr const char* kOptimizerState = "optimizer_state";
 
 std::string quoted(const std::string& s) { return "\"" + s + "\""; }
+// A string read from the file, quoted and cut short when long.
+std::string quoted_value(const std::string& s) { return quoted(shorten(s, 80)); }
 
 // A JSON value for messages, cut short when long.
-std::string show(const json& v) {
-  std::string s = v.dump();
-  return s.size() > 120 ? s.substr(0, 117) + "..." : s;
-}
+std::string show(const json& v) { return json_excerpt(v, 120); }
 
 std::string iso_utc_now() {
   const std::time_t t = std::time(nullptr);
@@ -52,29 +54,10 @@ std::string iso_utc_now() {
 // JSON text of a float that reads back to the same float.
 std::string float_text(float x) { return json(static_cast<double>(x)).dump(); }
 
-std::vector<uint8_t> read_file(const std::string& path, const std::string& where) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw Error(where + ": cannot open the file: " + std::strerror(errno));
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) throw Error(where + ": cannot stat the file: " + std::strerror(errno));
-  if (S_ISDIR(st.st_mode)) throw Error(where + ": is a directory, not a checkpoint file");
-  std::vector<uint8_t> bytes;
-  if (S_ISREG(st.st_mode)) bytes.reserve(static_cast<size_t>(st.st_size));
-  uint8_t buf[1 << 16];
-  for (;;) {
-    const ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw Error(where + ": reading the file failed at byte " + std::to_string(bytes.size()) + ": " + std::strerror(errno));
-    }
-    if (n == 0) break;
-    bytes.insert(bytes.end(), buf, buf + n);
-  }
-  return bytes;
+// A checkpoint is read whole and its tensors are decoded beside it: both must fit in memory.
+std::string read_checkpoint_file(const std::string& path, const std::string& where) {
+  return read_regular_file(path, host_memory_bytes() / 2, where,
+                           "half of this machine's memory: the file is read whole and its tensors decoded beside it");
 }
 
 // The first place where `file` (the checkpoint's) and `model` differ, as
@@ -117,7 +100,7 @@ struct Checked {
 
 uint64_t parse_uint(const std::string& where, const std::string& key, const std::string& text, uint64_t max) {
   if (text.empty() || text.size() > 20 || text.find_first_not_of("0123456789") != std::string::npos)
-    throw Error(where + ": metadata " + quoted(key) + " = " + quoted(text) + " is not a non-negative integer");
+    throw Error(where + ": metadata " + quoted(key) + " = " + quoted_value(text) + " is not a non-negative integer");
   errno = 0;
   const unsigned long long v = std::strtoull(text.c_str(), nullptr, 10);
   if (errno == ERANGE || v > max)
@@ -136,12 +119,12 @@ Checked check_bytes(const uint8_t* data, size_t size, const std::string& where) 
     throw Error(where + ": a valid safetensors file, but not a tinyfuse checkpoint (its __metadata__ " +
                 (!c.has_metadata           ? std::string("is missing")
                  : fmt == meta.end()       ? std::string("has no \"format\"")
-                                           : "has \"format\": " + quoted(fmt->second)) +
+                                           : "has \"format\": " + quoted_value(fmt->second)) +
                 ", expected \"format\": \"" + kFormat + "\")");
   auto version = meta.find("version");
   if (version == meta.end() || version->second != kVersion)
     throw Error(where + ": checkpoint format version " +
-                (version == meta.end() ? std::string("(missing)") : quoted(version->second)) +
+                (version == meta.end() ? std::string("(missing)") : quoted_value(version->second)) +
                 " is not supported; this tinyfuse (" TINYFUSE_VERSION_STRING ") reads version \"" + kVersion + "\"");
   auto field = [&](const char* key) -> const std::string& {
     auto it = meta.find(key);
@@ -156,7 +139,7 @@ Checked check_bytes(const uint8_t* data, size_t size, const std::string& where) 
     const std::string expected = field("header_crc32");
     const std::string actual = safetensors::crc32_hex(safetensors::crc32(h.dump()));
     if (expected != actual)
-      throw Error(where + ": header checksum mismatch: header_crc32 is " + quoted(expected) + " but the header hashes to " +
+      throw Error(where + ": header checksum mismatch: header_crc32 is " + quoted_value(expected) + " but the header hashes to " +
                   quoted(actual) + "; the JSON header is corrupt");
   }
 
@@ -164,7 +147,7 @@ Checked check_bytes(const uint8_t* data, size_t size, const std::string& where) 
   std::map<std::string, const safetensors::TensorEntry*> tensors;
   for (const auto& t : c.tensors) {
     if (t.name != kParams && t.name != kOptimizerState)
-      throw Error(where + ": unexpected tensor " + quoted(t.name) + " (a checkpoint holds \"params\" and \"optimizer_state\")");
+      throw Error(where + ": unexpected tensor " + quoted_value(t.name) + " (a checkpoint holds \"params\" and \"optimizer_state\")");
     if (t.dtype != "F32") throw Error(where + ": tensor " + quoted(t.name) + " has dtype " + t.dtype + ", expected F32");
     if (t.shape.size() != 1)
       throw Error(where + ": tensor " + quoted(t.name) + " has " + std::to_string(t.shape.size()) + " dimensions, expected 1");
@@ -179,7 +162,7 @@ Checked check_bytes(const uint8_t* data, size_t size, const std::string& where) 
     const std::string actual = safetensors::crc32_hex(
         safetensors::crc32(data + c.data_offset, size - static_cast<size_t>(c.data_offset)));
     if (expected != actual)
-      throw Error(where + ": checksum mismatch: crc32 is " + quoted(expected) + " but the " +
+      throw Error(where + ": checksum mismatch: crc32 is " + quoted_value(expected) + " but the " +
                   std::to_string(size - c.data_offset) + " bytes of tensor data hash to " + quoted(actual) +
                   "; the data is corrupt");
   }
@@ -194,8 +177,8 @@ Checked check_bytes(const uint8_t* data, size_t size, const std::string& where) 
   auto parse_json = [&](const char* key, bool object) {
     json v;
     try {
-      v = json::parse(field(key));
-    } catch (const json::exception& e) {
+      v = parse_json_text(field(key));
+    } catch (const JsonError& e) {
       throw Error(where + ": metadata " + quoted(key) + " is not valid JSON text (" + e.what() + ")");
     }
     if (object && !v.is_object()) throw Error(where + ": metadata " + quoted(key) + " must be a JSON object, got " + show(v));
@@ -225,8 +208,8 @@ Checked check_bytes(const uint8_t* data, size_t size, const std::string& where) 
 }
 
 Checked check_file(const std::string& path, const std::string& where) {
-  const std::vector<uint8_t> bytes = read_file(path, where);
-  return check_bytes(bytes.data(), bytes.size(), where);
+  const std::string bytes = read_checkpoint_file(path, where);
+  return check_bytes(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), where);
 }
 
 // Checks that `k` fits `model`, including a dry run of the optimizer state.
@@ -272,6 +255,15 @@ void apply(const Checked& k, Model& model) {
   if (opt.has_inference_params() && opt.step_count() > 0) opt.write_inference_params(model.trainer->inference_params());
 }
 
+// A config value set by hand on a Model is held to the JSON limits before it is serialized.
+void check_json_depth_or_throw(const json& config, const std::string& where) {
+  try {
+    check_json_depth(config);
+  } catch (const JsonError& e) {
+    throw Error(where + ": model.config " + e.what());
+  }
+}
+
 std::string unchanged(const Error& e) { return std::string(e.what()) + "; the model was left unchanged"; }
 
 }  // namespace
@@ -284,6 +276,19 @@ void save_checkpoint(const std::string& path, const Model& model) {
                 "; build the model with create_from_config (which records its config) or set model.config");
   const DifferentiableObject& net = model.trainer->model();
   const Optimizer& opt = model.trainer->optimizer();
+  check_json_depth_or_throw(model.config, where);
+  {
+    // The copies a save makes, checked before any of them is made.
+    const size_t n = net.n_params();
+    const auto* base = dynamic_cast<const OptimizerBase*>(&opt);
+    const size_t s = base ? base->state_size() : 0;
+    MemoryPlan plan(where + ": the copies a save makes");
+    plan.add("parameters read back", n, 4, true);
+    plan.add("optimizer state read back", s, 4, true);
+    plan.add("the file's data section", n + s, 4, true);
+    plan.add("the whole file", n + s, 4, true);
+    plan.check();
+  }
   const std::vector<float> params = model.trainer->params_host();
   const std::vector<float> state = opt.state_data();
   std::vector<uint8_t> file;
@@ -336,18 +341,33 @@ void load_checkpoint_bytes(const uint8_t* data, size_t size, const std::string& 
   }
 }
 
-Model load_model(const std::string& path, const BuildOptions& options) {
-  const std::string where = "load_model(" + quoted(path) + ")";
-  const Checked k = check_file(path, where);
+// load_model's part after the file's own checks.
+static Model build_from(const Checked& k, const BuildOptions& options) {
+  const std::string& where = k.where;
   Model model;
   try {
-    model = create_from_config(k.n_input_dims, k.n_output_dims, k.config, options);
+    model = create_model_objects(k.n_input_dims, k.n_output_dims, k.config, options);
   } catch (const Error& e) {
     throw Error(where + ": cannot build the model from the checkpoint's config: " + e.what());
   }
+  // The file's own data says how many parameters it holds: a config naming a larger model is
+  // refused before the Trainer allocates that model's memory.
+  if (model.network->n_params() != k.n_params)
+    throw Error(where + ": the checkpoint holds " + std::to_string(k.n_params) + " parameters but its config describes a "
+                "model of " + std::to_string(model.network->n_params()) + "; the file is corrupt or was edited");
+  model.trainer = std::make_shared<Trainer>(model.network, model.optimizer, model.loss);
   check_fits(k, model);
   apply(k, model);
   return model;
+}
+
+Model load_model(const std::string& path, const BuildOptions& options) {
+  const std::string where = "load_model(" + quoted(path) + ")";
+  return build_from(check_file(path, where), options);
+}
+
+Model load_model_bytes(const uint8_t* data, size_t size, const std::string& name, const BuildOptions& options) {
+  return build_from(check_bytes(data, size, "load_model(" + name + ")"), options);
 }
 
 json read_checkpoint_metadata(const std::string& path) {

@@ -4,6 +4,8 @@
 // their headers.
 #include "tinyfuse/factory.h"
 
+#include "api/factory_internal.h"
+#include "core/config_limits.h"
 #include "core/config_reader.h"
 #include "core/loss_config.h"
 #include "core/network_config.h"
@@ -44,10 +46,34 @@ json network_hyperparams(const MlpSpec& s) {
   return h;
 }
 
+// tiny-cuda-nn's NetworkWithInputEncoding sets the network's n_input_dims to the encoding's padded
+// width; a config that names the unpadded width (as written for tiny-cuda-nn) means that network.
+json with_padded_input(const json& network_config, uint32_t unpadded, uint32_t padded) {
+  if (unpadded == padded || !network_config.is_object() || !network_config.contains("n_input_dims")) return network_config;
+  const json& given = network_config.at("n_input_dims");
+  if (!given.is_number() || given.get<double>() != unpadded) return network_config;
+  json local = network_config;
+  local["n_input_dims"] = padded;
+  return local;
+}
+
 }  // namespace
+
+uint32_t network_input_alignment(const json& network_config, Device device) {
+  // The alignment depends only on the otype: read with stand-in widths every otype accepts (64: a
+  // multiple of 16, Width64FusedMLP's), the config's own width keys left out of this reading.
+  json probe = network_config;
+  if (probe.is_object()) {
+    probe.erase("n_input_dims");
+    probe.erase("n_output_dims");
+  }
+  return parse_network_config(probe, 64, 64, device).input_alignment;
+}
 
 std::unique_ptr<Network> create_network(const json& config, uint32_t n_input_dims, uint32_t n_output_dims,
                                         const BuildOptions& options) {
+  UnknownKeySink keys(options.ignored_keys);
+  check_section_config_limits(config, "network");
   MlpSpec spec = parse_network_config(config, n_input_dims, n_output_dims, options.device);
 #ifdef TINYFUSE_WITH_CUDA
   if (options.device == Device::CUDA) return cuda::make_network(spec, network_hyperparams(spec));
@@ -59,6 +85,8 @@ std::unique_ptr<Network> create_network(const json& config, uint32_t n_input_dim
 }
 
 std::unique_ptr<Encoding> create_encoding(const json& config, uint32_t n_input_dims, const BuildOptions& options) {
+  UnknownKeySink keys(options.ignored_keys);
+  check_section_config_limits(config, "encoding");
   if (n_input_dims > kMaxModelWidth)  // output widths would overflow 32 bits (kMaxModelWidth)
     throw ConfigError("encoding.n_input_dims", std::to_string(n_input_dims), "encodings take at most 2^20 input dimensions",
                       "1 .. " + std::to_string(kMaxModelWidth));
@@ -76,6 +104,8 @@ std::unique_ptr<Encoding> create_encoding(const json& config, uint32_t n_input_d
 }
 
 std::unique_ptr<Loss> create_loss(const json& config, const BuildOptions& options) {
+  UnknownKeySink keys(options.ignored_keys);
+  check_section_config_limits(config, "loss");
   LossKind kind = parse_loss_config(config);
 #ifdef TINYFUSE_WITH_CUDA
   if (options.device == Device::CUDA) return cuda::make_loss(kind);
@@ -87,6 +117,8 @@ std::unique_ptr<Loss> create_loss(const json& config, const BuildOptions& option
 }
 
 std::unique_ptr<Optimizer> create_optimizer(const json& config, const BuildOptions& options) {
+  UnknownKeySink keys(options.ignored_keys);
+  check_section_config_limits(config, "optimizer");
 #ifdef TINYFUSE_WITH_CUDA
   if (options.device == Device::CUDA) return cuda::make_optimizer(parse_optimizer_config(config, "optimizer"));
 #endif
@@ -98,17 +130,27 @@ std::unique_ptr<DifferentiableObject> create_network_with_input_encoding(uint32_
                                                                          const json& encoding_config,
                                                                          const json& network_config,
                                                                          const BuildOptions& options) {
+  UnknownKeySink keys(options.ignored_keys);
+  check_section_config_limits(network_config, "network");
   std::shared_ptr<Encoding> encoding = create_encoding(encoding_config, n_input_dims, options);
-  // The network's alignment depends only on its otype; read it before building the network,
-  // with a stand-in input width every otype accepts (64: a multiple of 16, Width64FusedMLP's).
-  MlpSpec probe = parse_network_config(network_config, 64, n_output_dims, options.device);
-  encoding->set_alignment(probe.input_alignment);
-  std::shared_ptr<Network> network = create_network(network_config, encoding->padded_output_width(), n_output_dims, options);
+  encoding->set_alignment(network_input_alignment(network_config, options.device));
+  const json local = with_padded_input(network_config, encoding->output_width(), encoding->padded_output_width());
+  std::shared_ptr<Network> network = create_network(local, encoding->padded_output_width(), n_output_dims, options);
   return make_network_with_input_encoding(std::move(encoding), std::move(network));
 }
 
-Model create_from_config(uint32_t n_input_dims, uint32_t n_output_dims, const json& config, const BuildOptions& options,
-                         uint64_t seed) {
+std::unique_ptr<DifferentiableObject> create_padded_network(uint32_t n_input_dims, uint32_t n_output_dims,
+                                                            const json& network_config, const BuildOptions& options) {
+  UnknownKeySink keys(options.ignored_keys);
+  if (n_input_dims % network_input_alignment(network_config, options.device) == 0)
+    return create_network(network_config, n_input_dims, n_output_dims, options);
+  return create_network_with_input_encoding(n_input_dims, n_output_dims, {{"otype", "Identity"}}, network_config, options);
+}
+
+Model create_model_objects(uint32_t n_input_dims, uint32_t n_output_dims, const json& config,
+                           const BuildOptions& options) {
+  UnknownKeySink keys(options.ignored_keys);
+  check_model_config_limits(config);
   ConfigReader r(config, "", {"loss", "optimizer", "encoding", "network"});
   Model m;
   m.loss = create_loss(r.has("loss") ? r.get_object("loss") : json::object(), options);
@@ -118,8 +160,14 @@ Model create_from_config(uint32_t n_input_dims, uint32_t n_output_dims, const js
     m.network = create_network_with_input_encoding(n_input_dims, n_output_dims, r.get_object("encoding"), net, options);
   else
     m.network = create_network(net, n_input_dims, n_output_dims, options);
-  m.trainer = std::make_shared<Trainer>(m.network, m.optimizer, m.loss, seed);
   m.config = config;
+  return m;
+}
+
+Model create_from_config(uint32_t n_input_dims, uint32_t n_output_dims, const json& config, const BuildOptions& options,
+                         uint64_t seed) {
+  Model m = create_model_objects(n_input_dims, n_output_dims, config, options);
+  m.trainer = std::make_shared<Trainer>(m.network, m.optimizer, m.loss, seed);
   return m;
 }
 

@@ -1,6 +1,8 @@
 #include "core/atomic_file.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -9,6 +11,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 
 #include "tinyfuse/errors.h"
@@ -45,7 +48,61 @@ class TempFile {
   int fd_;
 };
 
+// The pid in "<pid>-<n>-<n>" (the suffix write_file_atomic gives its temporary files), or -1
+// when `suffix` is not of that form.
+long pid_of_suffix(const std::string& suffix) {
+  size_t field = 0, digits = 0;
+  long pid = 0;
+  for (const char c : suffix) {
+    if (c == '-') {
+      if (digits == 0 || ++field > 2) return -1;
+      digits = 0;
+    } else if (c >= '0' && c <= '9') {
+      if (++digits > 19) return -1;
+      if (field == 0) {
+        if (pid > 100000000) return -1;  // beyond any pid
+        pid = pid * 10 + (c - '0');
+      }
+    } else {
+      return -1;
+    }
+  }
+  return field == 2 && digits > 0 && pid > 0 ? pid : -1;
+}
+
 }  // namespace
+
+int remove_stale_temporaries(const std::string& path) noexcept {
+  try {
+    namespace fs = std::filesystem;
+    const fs::path target(path);
+    const std::string dir = target.parent_path().empty() ? "." : target.parent_path().string();
+    const std::string name_prefix = "." + target.filename().string() + ".tmp-";
+    DIR* d = ::opendir(dir.c_str());
+    if (!d) return 0;
+    struct Closer {
+      DIR* d;
+      ~Closer() { ::closedir(d); }
+    } closer{d};
+    const std::time_t now = std::time(nullptr);
+    int removed = 0;
+    while (const dirent* e = ::readdir(d)) {
+      const std::string name = e->d_name;
+      if (name.compare(0, name_prefix.size(), name_prefix) != 0) continue;
+      const long pid = pid_of_suffix(name.substr(name_prefix.size()));
+      if (pid < 0 || pid == static_cast<long>(::getpid())) continue;
+      const std::string file = dir + "/" + name;
+      struct stat st {};
+      if (::lstat(file.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid()) continue;
+      if (now - st.st_mtime <= kStaleTemporarySeconds) continue;
+      if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // its process may still be writing
+      if (::unlink(file.c_str()) == 0) ++removed;
+    }
+    return removed;
+  } catch (...) {
+    return 0;
+  }
+}
 
 std::string atomic_temp_prefix(const std::string& path) {
   namespace fs = std::filesystem;
@@ -62,6 +119,7 @@ void write_file_atomic(const std::string& path, const void* data, size_t size, c
   if (!target.has_filename() || target.filename() == "." || target.filename() == "..")
     throw Error(who + ": " + quoted(path) + " names a directory, not a file");
   const std::string dir = target.parent_path().empty() ? "." : target.parent_path().string();
+  remove_stale_temporaries(path);
 
   // A unique temporary file next to the target, so that rename() stays within one filesystem.
   static std::atomic<uint64_t> counter{0};

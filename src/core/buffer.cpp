@@ -174,4 +174,8 @@ double sum_tensor(const TensorView& t) {
 
 int gpu_count() { return gpu_hooks().device_count(); }
 
+void free_temporary_memory() {
+  if (gpu_count() > 0) gpu_hooks().trim_pools();
+}
+
 }  // namespace tinyfuse

@@ -1,5 +1,7 @@
 #include "core/config_reader.h"
 
+#include "core/json_text.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -21,10 +23,7 @@ std::string join(const std::vector<std::string>& items, const std::string& sep) 
 
 namespace {
 
-std::string json_text(const json& j) {
-  std::string s = j.dump();
-  return s.size() > 80 ? s.substr(0, 77) + "..." : s;
-}
+std::string json_text(const json& j) { return json_excerpt(j, 80); }
 
 std::string type_name(const json& j) {
   if (j.is_boolean()) return "a boolean";
@@ -40,19 +39,34 @@ std::string with_suggestion(const std::string& word, const std::vector<std::stri
   return close.empty() ? "" : " (did you mean \"" + close + "\"?)";
 }
 
+thread_local std::vector<ConfigError>* unknown_key_sink = nullptr;
+
+void record_unknown_key(ConfigError e) {
+  for (const ConfigError& seen : *unknown_key_sink)
+    if (seen.key() == e.key()) return;  // a config read twice (a probe, then the build) reports once
+  unknown_key_sink->push_back(std::move(e));
+}
+
 }  // namespace
+
+UnknownKeySink::UnknownKeySink(std::vector<ConfigError>* sink) : previous_(unknown_key_sink) {
+  unknown_key_sink = sink;
+}
+
+UnknownKeySink::~UnknownKeySink() { unknown_key_sink = previous_; }
 
 ConfigReader::ConfigReader(const json& config, std::string path, std::vector<std::string> known_keys)
     : config_(config), path_(std::move(path)) {
   if (!config_.is_object())
     throw ConfigError(path_, json_text(config_), "must be a JSON object", "{\"otype\": ...}");
   known_keys.push_back("otype");
+  std::sort(known_keys.begin(), known_keys.end());
   for (auto it = config_.begin(); it != config_.end(); ++it) {
-    if (std::find(known_keys.begin(), known_keys.end(), it.key()) == known_keys.end()) {
-      std::sort(known_keys.begin(), known_keys.end());
-      throw ConfigError(key_path(it.key()), json_text(it.value()),
-                        "unknown key" + with_suggestion(it.key(), known_keys), join(known_keys));
-    }
+    if (std::binary_search(known_keys.begin(), known_keys.end(), it.key())) continue;
+    ConfigError e(key_path(it.key()), json_text(it.value()), "unknown key" + with_suggestion(it.key(), known_keys),
+                  join(known_keys));
+    if (!unknown_key_sink) throw e;
+    record_unknown_key(std::move(e));
   }
 }
 

@@ -1,5 +1,6 @@
 // Strict reading of one JSON config object: every key must be known, every value of the right
 // type and range; violations throw ConfigError naming the key path, value, rule and what works.
+// The one exception is the unknown-key rule, which a caller may relax (UnknownKeySink below).
 #pragma once
 
 #include <string>
@@ -9,6 +10,21 @@
 #include "tinyfuse/object.h"
 
 namespace tinyfuse {
+
+// While one is alive on a thread, ConfigReaders built on that thread do not throw for unknown keys:
+// each is recorded in `sink` (once per key path) as the ConfigError that would have been thrown,
+// and skipped. The factory opens one for BuildOptions::ignored_keys, so the decision is made here
+// and only here; nested sinks on a thread record into the innermost.
+class UnknownKeySink {
+ public:
+  explicit UnknownKeySink(std::vector<ConfigError>* sink);
+  ~UnknownKeySink();
+  UnknownKeySink(const UnknownKeySink&) = delete;
+  UnknownKeySink& operator=(const UnknownKeySink&) = delete;
+
+ private:
+  std::vector<ConfigError>* previous_;
+};
 
 class ConfigReader {
  public:

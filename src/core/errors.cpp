@@ -5,7 +5,12 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/text.h"
+
 namespace tinyfuse {
+
+Error::Error(const std::string& message) : std::runtime_error(valid_utf8(message)) {}
+Error::Error(const char* message) : Error(std::string(message ? message : "")) {}
 
 namespace {
 std::string lower(std::string s) {
@@ -28,7 +33,7 @@ size_t edit_distance(const std::string& a, const std::string& b) {
 
 ConfigError::ConfigError(std::string key, std::string value, std::string rule, std::string accepted)
     : Error("config error at \"" + key + "\" = " + value + ": " + rule + "; accepted: " + accepted),
-      key_(std::move(key)), value_(std::move(value)), rule_(std::move(rule)), accepted_(std::move(accepted)) {}
+      key_(valid_utf8(key)), value_(valid_utf8(value)), rule_(valid_utf8(rule)), accepted_(valid_utf8(accepted)) {}
 
 std::string closest_match(const std::string& word, const std::vector<std::string>& candidates) {
   std::string best;

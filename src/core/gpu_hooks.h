@@ -19,6 +19,10 @@ struct GpuHooks {
   void (*synchronize)(Stream stream);
   double (*sum)(const TensorView& t);
   int (*device_count)();
+  // Hands the memory the caching pools keep for reuse back to the driver (memory in use stays).
+  void (*trim_pools)();
+  // Total memory of the current device in bytes; 0 when it cannot be read (no driver or device).
+  uint64_t (*device_memory)();
 };
 
 const GpuHooks& gpu_hooks();

@@ -22,10 +22,12 @@ void fill(const TensorView&, double) { no_gpu(); }
 void sync(Stream) { no_gpu(); }
 double sum(const TensorView&) { no_gpu(); }
 int device_count() { return 0; }
+void trim_pools() {}  // no pools
+uint64_t device_memory() { return 0; }
 }  // namespace
 
 const GpuHooks& gpu_hooks() {
-  static const GpuHooks hooks{alloc, release, alloc_async, release_async, copy_device, to_host, from_host, fill, sync, sum, device_count};
+  static const GpuHooks hooks{alloc, release, alloc_async, release_async, copy_device, to_host, from_host, fill, sync, sum, device_count, trim_pools, device_memory};
   return hooks;
 }
 

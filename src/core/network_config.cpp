@@ -67,8 +67,7 @@ MlpSpec parse_network_config(const json& config, uint32_t n_input_dims, uint32_t
     return c;
   }() : config;
   MlpSpec spec;
-  spec.otype = read_otype(defaulted, path, known);
-  if (spec.otype == "MLP") spec.otype = "CutlassMLP";  // tiny-cuda-nn's alias
+  spec.otype = canonical_otype(ObjectKind::Network, read_otype(defaulted, path, known));  // tiny-cuda-nn's aliases
   std::vector<std::string> keys = {"n_neurons", "n_hidden_layers", "activation", "output_activation", "n_input_dims", "n_output_dims"};
   if (spec.otype == "FullyFusedMLP" || spec.otype == "Width64FusedMLP") keys.push_back("precision");
   ConfigReader r(defaulted, path, keys);

@@ -39,13 +39,16 @@ const std::vector<std::string> kAdamKeys = {"learning_rate",
                                             "beta2",
                                             "epsilon",
                                             "l2_reg",
+                                            "non_matrix_l2_reg",
                                             "relative_decay",
                                             "absolute_decay",
                                             "clipping_magnitude",
+                                            "gradient_clipping_magnitude",
                                             "adabound",
                                             "non_matrix_learning_rate_factor",
                                             "optimize_matrix_params",
-                                            "optimize_non_matrix_params"};
+                                            "optimize_non_matrix_params",
+                                            "skip_zero_grad_non_matrix_params"};
 const std::vector<std::string> kSgdKeys = {"learning_rate", "l2_reg"};
 const std::vector<std::string> kDecayKeys = {"decay_base", "decay_start", "decay_interval", "decay_end", "nested"};
 const std::vector<std::string> kEmaKeys = {"decay", "full_precision", "nested"};
@@ -92,14 +95,19 @@ OptimizerSpec parse(const json& config, const std::string& path, bool composite_
       a.beta2 = get_unit_open(r, "beta2", a.beta2);
       a.epsilon = get_positive(r, "epsilon", a.epsilon);
       a.l2_reg = get_float(r, "l2_reg", a.l2_reg, 0.0, kInf);
+      a.non_matrix_l2_reg = get_float(r, "non_matrix_l2_reg", a.non_matrix_l2_reg, 0.0, kInf);
       a.relative_decay = get_float(r, "relative_decay", a.relative_decay, 0.0, kInf);
       a.absolute_decay = get_float(r, "absolute_decay", a.absolute_decay, 0.0, kInf);
       a.clipping_magnitude = get_float(r, "clipping_magnitude", a.clipping_magnitude, 0.0, kInf);
+      a.gradient_clipping_magnitude =
+          get_float(r, "gradient_clipping_magnitude", a.gradient_clipping_magnitude, 0.0, kInf);
       a.adabound = r.get_bool("adabound", a.adabound);
       a.non_matrix_learning_rate_factor =
           get_float(r, "non_matrix_learning_rate_factor", a.non_matrix_learning_rate_factor, 0.0, kInf);
       a.optimize_matrix_params = r.get_bool("optimize_matrix_params", a.optimize_matrix_params);
       a.optimize_non_matrix_params = r.get_bool("optimize_non_matrix_params", a.optimize_non_matrix_params);
+      a.skip_zero_grad_non_matrix_params =
+          r.get_bool("skip_zero_grad_non_matrix_params", a.skip_zero_grad_non_matrix_params);
       break;
     }
     case OptimizerKind::SGD:
@@ -167,13 +175,16 @@ json optimizer_spec_json(const OptimizerSpec& spec) {
       j["beta2"] = a.beta2;
       j["epsilon"] = a.epsilon;
       j["l2_reg"] = a.l2_reg;
+      j["non_matrix_l2_reg"] = a.non_matrix_l2_reg;
       j["relative_decay"] = a.relative_decay;
       j["absolute_decay"] = a.absolute_decay;
       j["clipping_magnitude"] = a.clipping_magnitude;
+      j["gradient_clipping_magnitude"] = a.gradient_clipping_magnitude;
       j["adabound"] = a.adabound;
       j["non_matrix_learning_rate_factor"] = a.non_matrix_learning_rate_factor;
       j["optimize_matrix_params"] = a.optimize_matrix_params;
       j["optimize_non_matrix_params"] = a.optimize_non_matrix_params;
+      j["skip_zero_grad_non_matrix_params"] = a.skip_zero_grad_non_matrix_params;
       break;
     }
     case OptimizerKind::SGD:

@@ -17,13 +17,18 @@ struct AdamSpec {
   double beta2 = 0.999;
   double epsilon = 1e-8;
   double l2_reg = 1e-8;  // matrix params only
+  double non_matrix_l2_reg = 0.0;  // the same for non-matrix params (biases, grids)
   double relative_decay = 0.0;
   double absolute_decay = 0.0;
-  double clipping_magnitude = 0.0;  // 0: no clipping
+  double clipping_magnitude = 0.0;           // the weights after a step, to +-this; 0: off
+  double gradient_clipping_magnitude = 0.0;  // each gradient (after l2) to +-this; 0: off
   bool adabound = false;
   double non_matrix_learning_rate_factor = 1.0;
   bool optimize_matrix_params = true;
   bool optimize_non_matrix_params = true;
+  // Non-matrix params whose gradient is exactly 0 keep their value, moments and step count
+  // (untouched hash-grid entries); false updates them like any other.
+  bool skip_zero_grad_non_matrix_params = true;
 };
 
 struct SgdSpec {

@@ -45,6 +45,7 @@ const std::vector<OtypeEntry>& otype_table() {
       {K::Network, "FullyFusedMLP", true, true, P::Always},
       {K::Network, "CutlassMLP", true, false, P::Always},
       {K::Network, "MLP", true, false, P::Always, "CutlassMLP"},
+      {K::Network, "MegakernelMLP", true, true, P::Always, "FullyFusedMLP"},
       {K::Network, "BlasLtMLP", false, true, P::BlasLt},
       {K::Network, "BlasLtMLPFP16", false, true, P::BlasLt},
       {K::Network, "Width64FusedMLP", false, true, P::Width64Fused},
@@ -82,6 +83,11 @@ const std::vector<OtypeEntry>& otype_table() {
       {K::Optimizer, "Composite", true, true, P::Always},
   };
   return table;
+}
+
+std::string canonical_otype(ObjectKind kind, const std::string& name) {
+  const OtypeEntry* e = find(kind, name);
+  return e && e->alias_of ? e->alias_of : name;
 }
 
 std::vector<std::string> otype_names(ObjectKind kind) {

@@ -34,6 +34,9 @@ const std::vector<OtypeEntry>& otype_table();
 
 // The canonical names of one kind, in table order: what configs may name in every build.
 std::vector<std::string> otype_names(ObjectKind kind);
+// The otype `name` (a canonical name or an alias of `kind`) stands for: the alias's target, or
+// `name` itself.
+std::string canonical_otype(ObjectKind kind, const std::string& name);
 // Whether this build has a backend for `device` at all, and if not, how to get one.
 bool backend_built(Device device);
 std::string backend_missing_reason(Device device);

@@ -11,6 +11,8 @@
 #include <zlib.h>
 #endif
 
+#include "core/json_text.h"
+#include "core/text.h"
 #include "tinyfuse/errors.h"
 
 namespace tinyfuse::safetensors {
@@ -153,8 +155,8 @@ Contents parse(const uint8_t* bytes, size_t size, const std::string& where) {
                     (guess.empty() ? "" : "; the file looks like " + guess));
   }
   try {
-    c.header = json::parse(text, text + c.header_size);
-  } catch (const json::exception& e) {
+    c.header = parse_json_text(text, text + c.header_size);
+  } catch (const JsonError& e) {
     fail(where, "the " + std::to_string(c.header_size) + "-byte JSON header does not parse (" + e.what() +
                     "); the file is corrupt or not a safetensors file");
   }
@@ -162,16 +164,16 @@ Contents parse(const uint8_t* bytes, size_t size, const std::string& where) {
 
   for (const auto& [name, entry] : c.header.items()) {
     if (name == "__metadata__") {
-      if (!entry.is_object()) fail(where, "\"__metadata__\" must be an object of strings, got " + entry.dump());
+      if (!entry.is_object()) fail(where, "\"__metadata__\" must be an object of strings, got " + json_excerpt(entry));
       for (const auto& [k, v] : entry.items()) {
-        if (!v.is_string()) fail(where, "\"__metadata__\"." + k + " must be a string (safetensors metadata), got " + v.dump());
+        if (!v.is_string()) fail(where, "\"__metadata__\"." + shorten(k, 80) + " must be a string (safetensors metadata), got " + json_excerpt(v));
         c.metadata[k] = v.get<std::string>();
       }
       c.has_metadata = true;
       continue;
     }
-    const std::string what = "tensor \"" + name + "\"";
-    if (!entry.is_object()) fail(where, what + ": the entry must be an object, got " + entry.dump());
+    const std::string what = "tensor \"" + shorten(name, 80) + "\"";
+    if (!entry.is_object()) fail(where, what + ": the entry must be an object, got " + json_excerpt(entry));
     for (const auto& [k, v] : entry.items())
       if (k != "dtype" && k != "shape" && k != "data_offsets") fail(where, what + ": unknown field \"" + k + "\"");
     TensorEntry t;
@@ -180,13 +182,13 @@ Contents parse(const uint8_t* bytes, size_t size, const std::string& where) {
     if (dt == entry.end() || !dt->is_string()) fail(where, what + ": \"dtype\" is missing or not a string");
     t.dtype = dt->get<std::string>();
     const size_t es = dtype_size(t.dtype);
-    if (es == 0) fail(where, what + ": unknown dtype \"" + t.dtype + "\"");
+    if (es == 0) fail(where, what + ": unknown dtype \"" + shorten(t.dtype, 40) + "\"");
     const auto sh = entry.find("shape");
     if (sh == entry.end() || !sh->is_array()) fail(where, what + ": \"shape\" is missing or not an array");
     uint64_t numel = 1;
     bool overflow = false;
     for (const json& d : *sh) {
-      if (!d.is_number_unsigned()) fail(where, what + ": shape " + sh->dump() + " must hold non-negative integers");
+      if (!d.is_number_unsigned()) fail(where, what + ": shape " + json_excerpt(*sh) + " must hold non-negative integers");
       const uint64_t v = d.get<uint64_t>();
       t.shape.push_back(v);
       if (v != 0 && numel > std::numeric_limits<uint64_t>::max() / v) overflow = true;
@@ -198,10 +200,10 @@ Contents parse(const uint8_t* bytes, size_t size, const std::string& where) {
       fail(where, what + ": \"data_offsets\" must be [begin, end] with non-negative integers");
     t.begin = (*off)[0].get<uint64_t>();
     t.end = (*off)[1].get<uint64_t>();
-    if (t.end < t.begin) fail(where, what + ": data_offsets " + off->dump() + " end before they begin");
+    if (t.end < t.begin) fail(where, what + ": data_offsets " + json_excerpt(*off) + " end before they begin");
     if (overflow || numel > std::numeric_limits<uint64_t>::max() / es || numel * es != t.end - t.begin)
-      fail(where, what + ": shape " + sh->dump() + " of " + t.dtype + " does not match the " +
-                      std::to_string(t.end - t.begin) + " bytes of data_offsets " + off->dump());
+      fail(where, what + ": shape " + json_excerpt(*sh) + " of " + t.dtype + " does not match the " +
+                      std::to_string(t.end - t.begin) + " bytes of data_offsets " + json_excerpt(*off));
     c.tensors.push_back(std::move(t));
   }
 
@@ -212,12 +214,12 @@ Contents parse(const uint8_t* bytes, size_t size, const std::string& where) {
   const TensorEntry* prev = nullptr;
   for (const TensorEntry& t : c.tensors) {
     if (t.begin < pos)
-      fail(where, "tensor \"" + t.name + "\" (bytes " + std::to_string(t.begin) + ".." + std::to_string(t.end) +
-                      ") overlaps tensor \"" + prev->name + "\" (bytes " + std::to_string(prev->begin) + ".." +
+      fail(where, "tensor \"" + shorten(t.name, 80) + "\" (bytes " + std::to_string(t.begin) + ".." + std::to_string(t.end) +
+                      ") overlaps tensor \"" + shorten(prev->name, 80) + "\" (bytes " + std::to_string(prev->begin) + ".." +
                       std::to_string(prev->end) + ")");
     if (t.begin > pos)
       fail(where, "the data section has a hole at bytes " + std::to_string(pos) + ".." + std::to_string(t.begin) +
-                      " before tensor \"" + t.name + "\"");
+                      " before tensor \"" + shorten(t.name, 80) + "\"");
     pos = t.end;
     prev = &t;
   }

@@ -5,6 +5,8 @@
 #include <new>
 
 #include "core/host_memory.h"
+#include "core/memory_plan.h"
+#include "core/optimizers/optimizer_base.h"
 
 namespace tinyfuse {
 
@@ -44,9 +46,8 @@ Trainer::Trainer(std::shared_ptr<DifferentiableObject> model, std::shared_ptr<Op
   const int64_t es = static_cast<int64_t>(dtype_size(model_->param_dtype()));
   const int64_t n_signed = static_cast<int64_t>(std::min<size_t>(n, INT64_MAX));
   const bool on_host = dev == Device::CPU;
-  // All of the trainer's buffers together first, so that a model too large for the machine is
-  // refused before any of them is allocated.
-  checked_bytes({n_signed, 4 + 3 * es}, "the parameters, gradients and FP32 master copy of " + std::to_string(n) + " parameters", on_host);
+  // Everything the model will hold, checked together before any of it is allocated.
+  memory_plan().check();
   master_ = Buffer(dev, checked_bytes({n_signed, 4}, "the FP32 master parameters", on_host));
   params_ = Buffer(dev, checked_bytes({n_signed, es}, "the parameters", on_host));
   gradients_ = Buffer(dev, checked_bytes({n_signed, es}, "the gradients", on_host));
@@ -60,6 +61,20 @@ Trainer::Trainer(std::shared_ptr<DifferentiableObject> model, std::shared_ptr<Op
   set_params_host(host);
   if (n) fill_tensor(gradients(), 0.0);
   synchronize(dev, nullptr);  // before a first batch on any other stream writes the gradients
+}
+
+MemoryPlan Trainer::memory_plan() const {
+  const size_t n = model_->n_params();
+  const size_t es = dtype_size(model_->param_dtype());
+  const bool on_host = model_->device() == Device::CPU;
+  MemoryPlan plan("a Trainer of " + model_->name() + " (" + std::to_string(n) + " parameters)");
+  plan.add("FP32 master parameters", n, 4, on_host);
+  plan.add(to_string(model_->param_dtype()) + " parameters", n, es, on_host);
+  plan.add("gradients", n, es, on_host);
+  if (optimizer_->has_inference_params()) plan.add("inference parameters", n, es, on_host);
+  if (const auto* o = dynamic_cast<const OptimizerBase*>(optimizer_.get())) o->plan_memory(plan, n);
+  plan.add("initial values (host)", n, 4, true);
+  return plan;
 }
 
 TensorView Trainer::params() const { return params_.vector(model_->param_dtype(), static_cast<int64_t>(model_->n_params())); }

@@ -27,7 +27,7 @@ void* alloc(size_t bytes) {
   void* p = nullptr;
   gpuError_t e = gpuMalloc(&p, bytes);
   if (e == gpuErrorMemoryAllocation) out_of_memory(bytes);
-  TF_GPU_CHECK(e);
+  TF_GPU_CHECK_RESULT(e, "gpuMalloc (cudaMalloc / hipMalloc) of device memory");
   return p;
 }
 
@@ -37,9 +37,10 @@ void release(void* p) { (void)gpuFree(p); }
 // device: a process may drive several GPUs, e.g. one per thread, and each has its own pool),
 // which makes it the caching allocator for per-batch scratch memory.
 constexpr int kPoolDevices = 64;  // devices beyond this get the (idempotent) setting on every call
+std::array<std::atomic<bool>, kPoolDevices> pool_kept{};
 
 void keep_pool_memory() {
-  static std::array<std::atomic<bool>, kPoolDevices> done{};
+  auto& done = pool_kept;
   int device = 0;
   TF_GPU_CHECK(gpuGetDevice(&device));
   const bool tracked = device >= 0 && device < kPoolDevices;
@@ -56,11 +57,23 @@ void* alloc_async(size_t bytes, Stream s) {
   void* p = nullptr;
   gpuError_t e = gpuMallocAsync(&p, bytes, as_stream(s));
   if (e == gpuErrorMemoryAllocation) out_of_memory(bytes);
-  TF_GPU_CHECK(e);
+  TF_GPU_CHECK_RESULT(e, "gpuMallocAsync (cudaMallocAsync / hipMallocAsync) of device memory");
   return p;
 }
 
 void release_async(void* p, Stream s) { (void)gpuFreeAsync(p, as_stream(s)); }
+
+// Every pool keep_pool_memory() set up (and the current device's) gives its unused memory back.
+void trim_pools() {
+  int current = 0;
+  TF_GPU_CHECK(gpuGetDevice(&current));
+  for (int device = 0; device < kPoolDevices; ++device) {
+    if (device != current && !pool_kept[device].load(std::memory_order_acquire)) continue;
+    gpuMemPool_t pool;
+    TF_GPU_CHECK(gpuDeviceGetDefaultMemPool(&pool, device));
+    TF_GPU_CHECK(gpuMemPoolTrimTo(pool, 0));
+  }
+}
 
 size_t row_pitch(const TensorView& t) { return static_cast<size_t>(t.strides[0]) * dtype_size(t.dtype); }
 size_t row_bytes(const TensorView& t) { return static_cast<size_t>(t.cols()) * dtype_size(t.dtype); }
@@ -162,7 +175,7 @@ double device_sum(const TensorView& t) {
   double host[kSumBlocks];
   if (launched == gpuSuccess) launched = gpuMemcpyAsync(host, partial, sizeof(host), gpuMemcpyDefault, as_stream(t.stream));
   release_async(partial, t.stream);
-  TF_GPU_CHECK(launched);
+  TF_GPU_CHECK_RESULT(launched, "the loss sum's kernel launch or copy to the host");
   TF_GPU_CHECK(gpuStreamSynchronize(as_stream(t.stream)));
   double s = 0;
   for (double v : host) s += v;
@@ -197,10 +210,19 @@ int device_count() {
   return n;
 }
 
+uint64_t device_memory() {
+  size_t free = 0, total = 0;
+  if (gpuMemGetInfo(&free, &total) != gpuSuccess) {
+    (void)gpuGetLastError();
+    return 0;
+  }
+  return total;
+}
+
 }  // namespace
 
 const GpuHooks& gpu_hooks() {
-  static const GpuHooks hooks{alloc, release, alloc_async, release_async, copy_device, copy_to_host_dense, copy_from_host_dense, fill, synchronize_stream, sum, device_count};
+  static const GpuHooks hooks{alloc, release, alloc_async, release_async, copy_device, copy_to_host_dense, copy_from_host_dense, fill, synchronize_stream, sum, device_count, trim_pools, device_memory};
   return hooks;
 }
 

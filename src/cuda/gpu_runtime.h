@@ -23,12 +23,14 @@
 #define gpuStreamSynchronize hipStreamSynchronize
 #define gpuErrorMemoryAllocation hipErrorOutOfMemory
 #define gpuGetDeviceCount hipGetDeviceCount
+#define gpuMemGetInfo hipMemGetInfo
 #define gpuGetDevice hipGetDevice
 #define gpuStreamPerThread hipStreamPerThread
 #define gpuMemPool_t hipMemPool_t
 #define gpuDeviceGetDefaultMemPool hipDeviceGetDefaultMemPool
 #define gpuMemPoolSetAttribute hipMemPoolSetAttribute
 #define gpuMemPoolGetAttribute hipMemPoolGetAttribute
+#define gpuMemPoolTrimTo hipMemPoolTrimTo
 #define gpuSetDevice hipSetDevice
 #define gpuMemPoolAttrReleaseThreshold hipMemPoolAttrReleaseThreshold
 #define gpuMallocAsync hipMallocAsync
@@ -124,12 +126,14 @@
 #define gpuStreamSynchronize cudaStreamSynchronize
 #define gpuErrorMemoryAllocation cudaErrorMemoryAllocation
 #define gpuGetDeviceCount cudaGetDeviceCount
+#define gpuMemGetInfo cudaMemGetInfo
 #define gpuGetDevice cudaGetDevice
 #define gpuStreamPerThread cudaStreamPerThread
 #define gpuMemPool_t cudaMemPool_t
 #define gpuDeviceGetDefaultMemPool cudaDeviceGetDefaultMemPool
 #define gpuMemPoolSetAttribute cudaMemPoolSetAttribute
 #define gpuMemPoolGetAttribute cudaMemPoolGetAttribute
+#define gpuMemPoolTrimTo cudaMemPoolTrimTo
 #define gpuSetDevice cudaSetDevice
 #define gpuMemPoolAttrReleaseThreshold cudaMemPoolAttrReleaseThreshold
 #define gpuMallocAsync cudaMallocAsync
@@ -245,6 +249,14 @@ inline std::string blaslt_status_string(gpublasStatus_t s) {
   do {                                                                                   \
     gpuError_t tf_err_ = (call);                                                         \
     if (tf_err_ != gpuSuccess) ::tinyfuse::gpu::throw_gpu_error(tf_err_, #call, __FILE__, __LINE__); \
+  } while (0)
+
+// Checks an error code kept from an earlier call; `call` (a string) names that call in the message
+// (TF_GPU_CHECK(e) would name it "e").
+#define TF_GPU_CHECK_RESULT(err, call)                                                        \
+  do {                                                                                     \
+    gpuError_t tf_err_ = (err);                                                            \
+    if (tf_err_ != gpuSuccess) ::tinyfuse::gpu::throw_gpu_error(tf_err_, call, __FILE__, __LINE__); \
   } while (0)
 
 // Checks that the last kernel launch was accepted.

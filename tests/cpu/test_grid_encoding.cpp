@@ -544,11 +544,11 @@ TEST_P(GridSecondDerivatives, MatchFiniteDifferences) {
     for (size_t i = 0; i < dx.size(); ++i) s += v[i] * dx[i];
     return s;
   };
-  std::vector<double> d_dy(batch * out_w, NAN);
-  auto d_dyv = mat(d_dy, batch, out_w);
+  std::vector<double> d_dy(batch * out_w, NAN), d_x(batch * dims, NAN);
+  auto d_dyv = mat(d_dy, batch, out_w), d_xv = mat(d_x, batch, dims);
   std::fill(b.grads.begin(), b.grads.end(), NAN);
   auto ctx = b.enc->forward(mat(x, batch, dims), nullptr);
-  b.enc->backward_backward_input(*ctx, mat(x, batch, dims), mat(v, batch, dims), mat(dy, batch, out_w), &d_dyv, nullptr,
+  b.enc->backward_backward_input(*ctx, mat(x, batch, dims), mat(v, batch, dims), mat(dy, batch, out_w), &d_dyv, &d_xv,
                                  false, GradientMode::Overwrite);
 
   const double h = 1e-3;  // L2 is linear in what is perturbed
@@ -583,12 +583,34 @@ TEST_P(GridSecondDerivatives, MatchFiniteDifferences) {
     const size_t k = i % 2 ? touched[rng.next_uint() % touched.size()] : rng.next_uint() % b.grads.size();
     max_param = std::max(max_param, error(b.grads[k], numeric(b.params[k])));
   }
+  // dL2/dx through the Hessian: L2 is multilinear in x for Linear, cubic for Smoothstep; a step of
+  // 1e-6 keeps every level's position inside its cell (inputs_inside_cells' margin is 1e-4 of a
+  // cell, and no level here has more than 13 cells per unit).
+  double max_x = 0, largest_x = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double hx = 1e-6, saved = x[i];
+    x[i] = saved + hx;
+    const double up = l2();
+    x[i] = saved - hx;
+    const double down = l2();
+    x[i] = saved;
+    ASSERT_TRUE(std::isfinite(d_x[i])) << "dL2/dx must be written";
+    max_x = std::max(max_x, error(d_x[i], (up - down) / (2 * hx)));
+    largest_x = std::max(largest_x, std::abs(d_x[i]));
+  }
   const std::string what = g.config().dump() + " dims " + std::to_string(dims);
   EXPECT_LT(max_dy, 1e-9) << what;
   EXPECT_LT(max_param, 1e-9) << what;
+  EXPECT_LT(max_x, 1e-7) << what;
   if (interp == "Nearest") {
     EXPECT_EQ(largest, 0.0) << "Nearest lookups have no input gradient, so no second-order one";
+    EXPECT_EQ(largest_x, 0.0);
     EXPECT_TRUE(touched.empty());
+  } else if (dims > 1 || interp == "Smoothstep") {
+    // (A 1-D Linear grid's input gradient is constant in each cell: its dL2/dx is 0.)
+    EXPECT_GT(largest_x, 0.0) << what;
+    EXPECT_GT(largest, 0.0) << what;
+    EXPECT_FALSE(touched.empty()) << what;
   } else {
     EXPECT_GT(largest, 0.0) << what;
     EXPECT_FALSE(touched.empty()) << what;
@@ -624,10 +646,17 @@ TEST(GridEncoding, SecondDerivativeModesAndErrors) {
   std::fill(b.grads.begin(), b.grads.end(), 7.0);
   run(GradientMode::Ignore, &outv);
   for (double e : b.grads) EXPECT_EQ(e, 7.0);
-  // dL/dinput through the Hessian is not computed: a clear error, not a silent zero.
-  std::vector<double> dx(batch * 2);
-  auto dxv = mat(dx, batch, 2);
-  EXPECT_THROW(run(GradientMode::Ignore, nullptr, &dxv), UnsupportedError);
+  // dL2/dinput alone: every value written, whatever the gradient mode; a wrong shape is named.
+  std::vector<double> dx(batch * 2, NAN), dx3(batch * 3);
+  auto dxv = mat(dx, batch, 2), dx3v = mat(dx3, batch, 3);
+  run(GradientMode::Ignore, nullptr, &dxv);
+  for (double e : dx) EXPECT_TRUE(std::isfinite(e));
+  try {
+    run(GradientMode::Ignore, nullptr, &dx3v);
+    ADD_FAILURE() << "expected a ShapeError";
+  } catch (const ShapeError& e) {
+    EXPECT_TRUE(contains(e.what(), "dL_dinput")) << e.what();
+  }
   // Wrong shapes name the argument.
   std::vector<double> wrong(batch * 3);
   try {

@@ -72,7 +72,8 @@ void expect_close(const std::vector<float>& got, const std::vector<double>& want
 struct RefAdam {
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, l2 = 1e-8;
   double relative_decay = 0, absolute_decay = 0, clipping = 0, non_matrix_factor = 1;
-  bool adabound = false, optimize_matrix = true, optimize_non_matrix = true;
+  double non_matrix_l2 = 0, gradient_clipping = 0;
+  bool adabound = false, optimize_matrix = true, optimize_non_matrix = true, skip_zero_grad = true;
   std::vector<double> m, v;
   std::vector<uint32_t> t;
   uint32_t step = 0;
@@ -90,9 +91,12 @@ struct RefAdam {
       if (matrix[i]) {
         if (!optimize_matrix) continue;
         g += l2 * w[i];
-      } else if (!optimize_non_matrix || g == 0) {
+      } else if (!optimize_non_matrix || (g == 0 && skip_zero_grad)) {
         continue;
+      } else {
+        g += non_matrix_l2 * w[i];
       }
+      if (gradient_clipping != 0) g = std::copysign(std::min(std::abs(g), gradient_clipping), g);
       m[i] = beta1 * m[i] + (1 - beta1) * g;
       v[i] = beta2 * v[i] + (1 - beta2) * g * g;
       ++t[i];
@@ -166,6 +170,42 @@ TEST(OptimizerAdam, DecayClippingAdaBoundMatchReference) {
     ref.update(w, g, 1.0, matrix_mask(n, segments));
     expect_close(weights.master, w, 2e-6, "step " + std::to_string(s));
   }
+}
+
+// The keys tiny-cuda-nn's Adam reads beyond the classic ones: l2 on non-matrix params, clipping
+// of each gradient, and updating non-matrix params whose gradient is zero.
+TEST(OptimizerAdam, NonMatrixL2GradientClippingAndZeroGradUpdatesMatchReference) {
+  const size_t n = 10;
+  const std::vector<ParamSegment> segments = {seg(0, 4, Kind::Matrix), seg(4, 3, Kind::Vector), seg(7, 3, Kind::Grid)};
+  const json config = {{"learning_rate", 0.02},
+                       {"l2_reg", 0.01},
+                       {"non_matrix_l2_reg", 0.3},
+                       {"gradient_clipping_magnitude", 0.25},
+                       {"skip_zero_grad_non_matrix_params", false}};
+  auto opt = make(config);
+  opt->allocate(n, segments);
+  const json h = opt->hyperparams();
+  EXPECT_EQ(h.at("non_matrix_l2_reg").get<double>(), 0.3);
+  EXPECT_EQ(h.at("gradient_clipping_magnitude").get<double>(), 0.25);
+  EXPECT_EQ(h.at("skip_zero_grad_non_matrix_params").get<bool>(), false);
+  RefAdam ref;
+  ref.lr = 0.02, ref.l2 = 0.01, ref.non_matrix_l2 = 0.3, ref.gradient_clipping = 0.25, ref.skip_zero_grad = false;
+  std::vector<double> w = random_values(n, 5);
+  Weights<float> weights(w);
+  for (int s = 0; s < 5; ++s) {
+    std::vector<double> g = random_values(n, 300 + s, 0.01, 2.0);  // many beyond the clipping
+    g[8] = 0;  // a grid entry without gradient: still updated (its l2 term and momentum act)
+    const std::vector<float> before = weights.master;
+    weights.step(*opt, 1.0f, g);
+    ref.update(w, g, 1.0, matrix_mask(n, segments));
+    expect_close(weights.master, w, 2e-6, "step " + std::to_string(s));
+    EXPECT_NE(weights.master[8], before[8]) << "step " << s;
+  }
+  // The defaults are tiny-cuda-nn's: no non-matrix l2, no gradient clipping, zero grads skipped.
+  const json d = make({{"otype", "Adam"}})->hyperparams();
+  EXPECT_EQ(d.at("non_matrix_l2_reg").get<double>(), 0.0);
+  EXPECT_EQ(d.at("gradient_clipping_magnitude").get<double>(), 0.0);
+  EXPECT_EQ(d.at("skip_zero_grad_non_matrix_params").get<bool>(), true);
 }
 
 TEST(OptimizerAdam, OptimizeMatrixAndNonMatrixSwitches) {

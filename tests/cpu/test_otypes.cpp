@@ -75,7 +75,7 @@ TEST(Otypes, NetworksTheCpuDoesNotRunAreRefusedWithTheTablesReason) {
     } catch (const ConfigError& e) {
       EXPECT_EQ(e.key(), "network.otype");
       EXPECT_NE(e.rule().find(otype_unavailable_reason(ObjectKind::Network, n, Device::CPU)), std::string::npos) << e.what();
-      EXPECT_EQ(e.accepted(), "PortableMLP, FullyFusedMLP, CutlassMLP, MLP") << e.what();
+      EXPECT_EQ(e.accepted(), "PortableMLP, FullyFusedMLP, CutlassMLP, MLP, MegakernelMLP") << e.what();
     }
   }
 }

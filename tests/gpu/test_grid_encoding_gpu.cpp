@@ -172,7 +172,8 @@ void check_case(const Case& c, int64_t batch, DType pdt, DType odt, uint32_t ali
   std::vector<double> params = random_values(rng, n, pdt);
   std::vector<double> x = inputs_inside_cells(spec, rng, batch);
   std::vector<double> dy = random_values(rng, size_t(batch) * W, odt), v = random_values(rng, size_t(batch) * D, DType::F32);
-  std::vector<double> ref_grads(n, NAN), ref_y(size_t(batch) * W), ref_dx(size_t(batch) * D), ref_ddy(size_t(batch) * W);
+  std::vector<double> ref_grads(n, NAN), ref_y(size_t(batch) * W), ref_dx(size_t(batch) * D), ref_ddy(size_t(batch) * W),
+      ref_d2x(size_t(batch) * D);
   auto pv = TensorView::vector(params.data(), n);
   ref->set_params(pv, pv, TensorView::vector(ref_grads.data(), n));
   auto xv = TensorView::matrix(x.data(), batch, D), yv = TensorView::matrix(ref_y.data(), batch, W);
@@ -181,7 +182,8 @@ void check_case(const Case& c, int64_t batch, DType pdt, DType odt, uint32_t ali
   auto ctx = ref->forward(xv, &yv);
   ref->backward(*ctx, xv, yv, dyv, &dxv, false, GradientMode::Overwrite);
   const std::vector<double> ref_param_grads = ref_grads;
-  ref->backward_backward_input(*ctx, xv, vv, dyv, &ddyv, nullptr, false, GradientMode::Overwrite);
+  auto d2xv = TensorView::matrix(ref_d2x.data(), batch, D);
+  ref->backward_backward_input(*ctx, xv, vv, dyv, &ddyv, &d2xv, false, GradientMode::Overwrite);
   const std::vector<double> ref_second_grads = ref_grads;
 
   Dev p = upload(params, pdt, 1, int64_t(n));
@@ -195,12 +197,13 @@ void check_case(const Case& c, int64_t batch, DType pdt, DType odt, uint32_t ali
     for (int run = 0; run < (is_det ? 2 : 1); ++run) {
       Dev grads = dev_matrix(pdt, 1, int64_t(n));
       enc->set_params(pvec, pvec, TensorView::vector(grads.view.data, pdt, Device::CUDA, int64_t(n)));
-      Dev y = dev_matrix(odt, batch, W), dx = dev_matrix(DType::F32, batch, D), ddy = dev_matrix(odt, batch, W);
+      Dev y = dev_matrix(odt, batch, W), dx = dev_matrix(DType::F32, batch, D), ddy = dev_matrix(odt, batch, W),
+          d2x = dev_matrix(DType::F32, batch, D);
       auto gctx = enc->forward(gx.view, &y.view);
       enc->backward(*gctx, gx.view, y.view, gdy.view, &dx.view, false, GradientMode::Overwrite);
       const auto first = download(grads.view);
       fill_tensor(grads.view, NAN);
-      enc->backward_backward_input(*gctx, gx.view, gv.view, gdy.view, &ddy.view, nullptr, false, GradientMode::Overwrite);
+      enc->backward_backward_input(*gctx, gx.view, gv.view, gdy.view, &ddy.view, &d2x.view, false, GradientMode::Overwrite);
       const auto second = download(grads.view);
       if (run == 0) {
         EXPECT_LE(rel_l2(download(y.view), ref_y), tol_values(odt)) << "forward";
@@ -208,6 +211,7 @@ void check_case(const Case& c, int64_t batch, DType pdt, DType odt, uint32_t ali
         EXPECT_LE(worst_segment_error(*enc, first, ref_param_grads), tol_params(pdt)) << "parameter gradients";
         EXPECT_LE(worst_segment_error(*enc, second, ref_second_grads), tol_params(pdt)) << "second-order parameter gradients";
         EXPECT_LE(rel_l2(download(ddy.view), ref_ddy), tol_values(odt)) << "second-order dL/doutput";
+        EXPECT_LE(rel_l2(download(d2x.view), ref_d2x), tol_values(DType::F32)) << "second-order dL/dinput";
       }
       if (is_det) {
         std::vector<double> both = first;
@@ -388,9 +392,9 @@ TEST_F(GridGpu, ArgumentChecks) {
   auto ctx = enc->forward(x.view, nullptr);
   // Gradients requested without a gradient buffer.
   EXPECT_THROW(enc->backward(*ctx, x.view, y16.view, y16.view, nullptr, false, GradientMode::Overwrite), Error);
-  Dev dx = dev_matrix(DType::F32, 4, 2);
-  EXPECT_THROW(enc->backward_backward_input(*ctx, x.view, x.view, y16.view, nullptr, &dx.view, false, GradientMode::Ignore),
-               UnsupportedError);
+  Dev dx3 = dev_matrix(DType::F32, 4, 3);  // dL2/dinput of the wrong width
+  EXPECT_THROW(enc->backward_backward_input(*ctx, x.view, x.view, y16.view, nullptr, &dx3.view, false, GradientMode::Ignore),
+               ShapeError);
 }
 
 }  // namespace

@@ -70,11 +70,16 @@ uint64_t Options::get_uint(const std::string& name, uint64_t fallback, uint64_t 
   if (it == values_.end()) return fallback;
   const std::string& text = it->second;
   const std::string range = "an integer from " + std::to_string(lo) + " to " + std::to_string(hi);
-  bool digits = !text.empty() && text.size() <= 19;
+  bool digits = !text.empty();
   for (char c : text) digits = digits && std::isdigit(static_cast<unsigned char>(c));
   if (!digits) throw UsageError("option '--" + name + "' needs " + range + ", got '" + text + "'");
-  const uint64_t v = std::stoull(text);
-  if (v < lo || v > hi) throw UsageError("option '--" + name + "' needs " + range + ", got " + text);
+  // Decimal digits of any length: a value beyond 2^64 - 1 is out of range like any other.
+  uint64_t v = 0;
+  bool overflow = false;
+  for (char c : text)
+    overflow = overflow || __builtin_mul_overflow(v, uint64_t{10}, &v) ||
+               __builtin_add_overflow(v, static_cast<uint64_t>(c - '0'), &v);
+  if (overflow || v < lo || v > hi) throw UsageError("option '--" + name + "' needs " + range + ", got " + text);
   return v;
 }
 

@@ -11,18 +11,27 @@
 #include <stb_image_write.h>
 
 #include "core/atomic_file.h"
+#include "core/file_read.h"
+#include "core/host_memory.h"
 
 namespace tinyfuse::cli {
 
 Image load_image(const std::string& path) {
-  std::FILE* file = std::fopen(path.c_str(), "rb");
-  if (!file) throw std::runtime_error("cannot open image '" + path + "': " + std::strerror(errno));
+  const std::string what = "image '" + path + "'";
+  const std::string bytes = read_regular_file(path, kMaxImageFileBytes, what, "the CLI's limit for image files");
+  const auto* data_in = reinterpret_cast<const unsigned char*>(bytes.data());
+  const int size = static_cast<int>(bytes.size());  // at most kMaxImageFileBytes
   int w = 0, h = 0, channels = 0;
-  unsigned char* data = stbi_load_from_file(file, &w, &h, &channels, 3);
-  std::fclose(file);
+  if (!stbi_info_from_memory(data_in, size, &w, &h, &channels)) {
+    const char* why = stbi_failure_reason();
+    throw std::runtime_error("cannot read " + what + ": " + (why ? why : "unknown reason"));
+  }
+  // The decoded bytes and the float picture, checked before stb_image allocates either.
+  checked_bytes({w, h, 3 * (1 + int64_t{sizeof(float)})}, "the pixels of " + what);
+  unsigned char* data = stbi_load_from_memory(data_in, size, &w, &h, &channels, 3);
   if (!data) {
     const char* why = stbi_failure_reason();
-    throw std::runtime_error("cannot read image '" + path + "': " + (why ? why : "unknown reason"));
+    throw std::runtime_error("cannot read " + what + ": " + (why ? why : "unknown reason"));
   }
   Image image(w, h);
   for (size_t i = 0; i < image.rgb.size(); ++i) image.rgb[i] = data[i] / 255.0f;

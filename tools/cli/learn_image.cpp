@@ -1,14 +1,11 @@
 #include "learn_image.h"
 
 #include <chrono>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <thread>
 
 #include "args.h"
@@ -73,15 +70,30 @@ void make_output_directory(const fs::path& dir) {
   if (ec) throw std::runtime_error("cannot create output directory '" + dir.string() + "': " + ec.message());
 }
 
-json read_config_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error("cannot open config file '" + path + "': " + std::strerror(errno));
-  std::stringstream text;
-  text << in.rdbuf();
-  try {
-    return json::parse(text.str());
-  } catch (const json::parse_error& e) {
-    throw std::runtime_error("config file '" + path + "' is not valid JSON: " + e.what());
+// The files a run reads and writes: an output that is one of the inputs (the same file, by any
+// name) is refused before anything is written. One exception: a run resumed from
+// OUT/checkpoint.tfc replaces it with its own continuation (atomically, and only when training
+// did not diverge), which is what resuming in place means.
+void refuse_overwriting_inputs(const Settings& s, const std::vector<fs::path>& outputs, const fs::path& checkpoint,
+                               const fs::path& snapshots) {
+  struct Input {
+    std::string option, path;
+  };
+  for (const Input& in : {Input{"--image", s.image_path}, Input{"--config", s.config_path}, Input{"--resume", s.resume_path}}) {
+    if (in.path.empty()) continue;
+    std::error_code ec;
+    const auto same = [&](const fs::path& a, const fs::path& b) { return fs::exists(b, ec) && fs::equivalent(a, b, ec); };
+    const auto refuse = [&](const fs::path& out) {
+      throw UsageError(in.option + " " + in.path + " is the file this run would write as " + out.string() +
+                       "; it would be overwritten: choose another --out directory");
+    };
+    for (const fs::path& out : outputs)
+      if (!out.empty() && same(in.path, out)) refuse(out);
+    if (in.option != "--resume" && same(in.path, checkpoint)) refuse(checkpoint);
+    const fs::path folder = fs::canonical(in.path, ec).parent_path();
+    if (s.save_every && !ec && same(folder, snapshots))
+      throw UsageError(in.option + " " + in.path + " lies in " + snapshots.string() +
+                       ", where --save-every writes its snapshots: move it or choose another --out directory");
   }
 }
 
@@ -100,6 +112,7 @@ struct TrainResult {
   std::vector<float> losses;
   double seconds = 0;
   bool diverged = false;
+  std::string snapshot_error;  // why snapshots stopped, if they did
 };
 
 // Where each step's batch comes from: drawn on the host and uploaded (CPU), or drawn by a kernel
@@ -156,7 +169,11 @@ TrainResult train(Model& model, const Image& target, const Settings& s, const fs
     const auto t0 = std::chrono::steady_clock::now();
     TensorView positions, colours;
     batches.next(positions, colours);
-    const float loss = model.trainer->training_step(positions, colours);
+    // Trainer::training_step's three parts, so that a non-finite loss ends the run here (with
+    // the parameters of the last good step) instead of as an exception.
+    model.trainer->forward_backward(positions, colours);
+    const float loss = model.trainer->last_loss();
+    if (std::isfinite(loss)) model.trainer->optimizer_step();
     r.seconds += seconds_since(t0);
     r.losses.push_back(loss);
     progress.update(step, loss, r.seconds);
@@ -164,8 +181,14 @@ TrainResult train(Model& model, const Image& target, const Settings& s, const fs
       r.diverged = true;
       break;
     }
-    if (s.save_every && step % s.save_every == 0 && step < s.steps)
-      save_png(render_model(net, target.width, target.height), (out / "snapshots" / snapshot_name(step)).string());
+    if (s.save_every && step % s.save_every == 0 && step < s.steps && r.snapshot_error.empty()) {
+      // A snapshot that cannot be written (a full disk, say) stops the snapshots, not the training.
+      try {
+        save_png(render_model(net, target.width, target.height), (out / "snapshots" / snapshot_name(step)).string());
+      } catch (const std::exception& e) {
+        r.snapshot_error = "snapshot of step " + std::to_string(step) + ": " + e.what();
+      }
+    }
   }
   progress.finish();
   return r;
@@ -246,13 +269,15 @@ const char* learn_image_usage() {
       "  --out DIR        output directory (default ./" + kDefaultOut + "), created if missing\n"
       "  --seed S         seed of the initial parameters and of the batches (default " + std::to_string(kDefaultSeed) + ")\n"
       "  --resume FILE    continue from a checkpoint (config, parameters, optimizer state); every\n"
-      "                   run writes OUT/checkpoint.tfc\n"
+      "                   run writes OUT/checkpoint.tfc (FILE itself when it is that file)\n"
       "  --save-every N   also write OUT/snapshots/step-NNNNNNNN.png every N steps\n"
       "  --quiet          no progress output (the summary line is still printed)\n"
       "  -h, --help       show this help\n"
       "\n"
-      "Writes OUT/reconstruction.png (the learned picture at full resolution), OUT/loss.png\n"
-      "(loss per step, log scale) and OUT/log.json (config, losses, speed, PSNR).\n";
+      "Writes OUT/checkpoint.tfc first, then OUT/reconstruction.png (the learned picture at full\n"
+      "resolution), OUT/loss.png (loss per step, log scale) and OUT/log.json (config, losses, speed,\n"
+      "PSNR). Outputs never replace inputs; a run whose loss stops being finite stops with an error\n"
+      "and writes no checkpoint.\n";
   return text.c_str();
 }
 
@@ -274,6 +299,11 @@ int run_learn_image(const std::vector<std::string>& args) {
     return 0;
   }
   const Settings s = read_settings(o);
+#ifdef TINYFUSE_WITH_CUDA
+  if (s.device == Device::CUDA && gpu_count() == 0)
+    throw Error("--device cuda: no CUDA device can be used here (no GPU, or no driver able to run this build's CUDA "
+                "runtime); run with --device cpu");
+#endif
 
   // Build the model first: a bad config, device or checkpoint fails before any slow work.
   BuildOptions build;
@@ -294,29 +324,49 @@ int run_learn_image(const std::vector<std::string>& args) {
   const bool builtin = s.image_path.empty();
   const Image target = builtin ? make_test_pattern(256) : load_image(s.image_path);
   const fs::path out(s.out_dir);
-  make_output_directory(out);
   const OutputPaths paths{out / "reconstruction.png", out / "loss.png", out / "log.json",
                           builtin ? out / "target.png" : fs::path()};
+  const fs::path checkpoint_path = out / "checkpoint.tfc";
+  refuse_overwriting_inputs(s, {paths.reconstruction, paths.loss_plot, paths.log, paths.target}, checkpoint_path,
+                            out / "snapshots");
+  make_output_directory(out);
   if (builtin) save_png(target, paths.target.string());
 
   const TrainResult trained = train(model, target, s, out);
 
-  const Image reconstruction = render_model(*model.network, target.width, target.height);
-  const double quality = psnr(reconstruction, target);
-  save_png(reconstruction, paths.reconstruction.string());
-  save_png(render_loss_plot(trained.losses), paths.loss_plot.string());
+  // What is hardest to redo is written first: the trained state (unless training diverged; an
+  // earlier checkpoint then survives), then the pictures, of which rendering the model may run
+  // out of memory or time, then the log in every case.
+  const std::string checkpoint = checkpoint_path.string();
+  if (!trained.diverged) save_checkpoint(checkpoint, model);  // atomic: an earlier one survives a failure
+  double quality = NAN;
+  std::string picture_error;
+  try {
+    save_png(render_loss_plot(trained.losses), paths.loss_plot.string());
+    const Image reconstruction = render_model(*model.network, target.width, target.height);
+    quality = psnr(reconstruction, target);
+    save_png(reconstruction, paths.reconstruction.string());
+  } catch (const std::exception& e) {
+    picture_error = e.what();
+  }
   const RunFacts facts{trained.losses.size(), trained.seconds, seconds_since(t_start), quality,
                        model.network->n_params()};
-  const std::string log_text = run_log(s, config, target, trained, facts, paths).dump(2) + "\n";
+  nlohmann::ordered_json log = run_log(s, config, target, trained, facts, paths);
+  if (!picture_error.empty()) log["error"] = picture_error;
+  if (!trained.snapshot_error.empty()) log["snapshot_error"] = trained.snapshot_error;
+  const std::string log_text = log.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
   write_file_atomic(paths.log.string(), log_text.data(), log_text.size(), "learn-image");
-  const std::string checkpoint = (out / "checkpoint.tfc").string();
-  if (!trained.diverged) save_checkpoint(checkpoint, model);  // atomic: an earlier one survives a failure
 
   const float final_loss = trained.losses.empty() ? NAN : trained.losses.back();
   if (trained.diverged)
     throw Error("training diverged: the loss is " + std::to_string(final_loss) + " at step " +
-                std::to_string(facts.steps_done) + " (try a lower optimizer.learning_rate); outputs so far are in " +
-                out.string());
+                std::to_string(facts.steps_done) + " (try a lower optimizer.learning_rate); the parameters after step " +
+                std::to_string(facts.steps_done - 1) + " are in the outputs in " + out.string() +
+                " (no checkpoint was written" + (fs::exists(checkpoint_path) ? ", " + checkpoint + " is an earlier one)" : ")") +
+                (picture_error.empty() ? "" : "; writing the pictures failed too: " + picture_error));
+  if (!picture_error.empty())
+    throw Error("training finished and " + checkpoint + " and " + paths.log.string() +
+                " were written, but writing the pictures failed: " + picture_error);
 
   std::string written = paths.reconstruction.string() + ", " + paths.loss_plot.string() + ", " + paths.log.string() +
                         ", " + checkpoint;
@@ -325,6 +375,8 @@ int run_learn_image(const std::vector<std::string>& args) {
               static_cast<unsigned long long>(facts.steps_done), static_cast<unsigned long long>(s.batch),
               format_duration(facts.train_seconds).c_str(), format_rate(facts.samples_per_second(s.batch)).c_str(),
               final_loss, quality, format_duration(facts.wall_seconds).c_str(), written.c_str());
+  if (!trained.snapshot_error.empty())
+    std::fprintf(stderr, "learn-image: warning: snapshots stopped: %s\n", trained.snapshot_error.c_str());
   return 0;
 }
 

@@ -3,32 +3,46 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <stdexcept>
 
 #include "staging.h"
 
 namespace tinyfuse::cli {
 
-Image render_model(DifferentiableObject& model, int width, int height) {
+Image render_model(DifferentiableObject& model, int width, int height, int64_t max_chunk) {
   const int64_t n = static_cast<int64_t>(width) * height;
-  const int64_t chunk = std::min<int64_t>(n, int64_t(1) << 16);
   const int64_t out_width = model.padded_output_width();
-  StagedMatrix input(chunk, 2, model.input_dtype(), model.device());
-  StagedMatrix output(chunk, out_width, model.output_dtype(), model.device());
   Image image(width, height);
-  for (int64_t begin = 0; begin < n; begin += chunk) {
+  int64_t chunk = std::max<int64_t>(1, std::min(n, max_chunk));
+  std::unique_ptr<StagedMatrix> input, output;
+  for (int64_t begin = 0; begin < n;) {
     const int64_t rows = std::min(chunk, n - begin);
-    float* xy = input.host();
-    for (int64_t i = 0; i < rows; ++i) {
-      const int64_t p = begin + i;
-      xy[2 * i] = (static_cast<float>(p % width) + 0.5f) / static_cast<float>(width);
-      xy[2 * i + 1] = (static_cast<float>(p / width) + 0.5f) / static_cast<float>(height);
+    try {
+      if (!input) {
+        input = std::make_unique<StagedMatrix>(chunk, 2, model.input_dtype(), model.device());
+        output = std::make_unique<StagedMatrix>(chunk, out_width, model.output_dtype(), model.device());
+      }
+      float* xy = input->host();
+      for (int64_t i = 0; i < rows; ++i) {
+        const int64_t p = begin + i;
+        xy[2 * i] = (static_cast<float>(p % width) + 0.5f) / static_cast<float>(width);
+        xy[2 * i + 1] = (static_cast<float>(p / width) + 0.5f) / static_cast<float>(height);
+      }
+      model.inference(input->upload(rows), output->device_view(rows));
+      output->download(rows);
+    } catch (const OutOfMemoryError&) {
+      // Nothing was changed (docs/ERRORS.md): the same rows again in smaller chunks.
+      if (chunk == 1) throw;
+      chunk = (chunk + 1) / 2;
+      input.reset();
+      output.reset();
+      continue;
     }
-    model.inference(input.upload(rows), output.device_view(rows));
-    output.download(rows);
-    const float* out = output.host();
+    const float* out = output->host();
     for (int64_t i = 0; i < rows; ++i)
       std::copy(out + i * out_width, out + i * out_width + 3, &image.rgb[static_cast<size_t>(begin + i) * 3]);
+    begin += rows;
   }
   return image;
 }

@@ -1,6 +1,7 @@
 #include "core/encodings/composite_config.h"
 
 #include "core/config_reader.h"
+#include "core/json_text.h"
 #include "core/encodings/basic_config.h"
 
 namespace tinyfuse {
@@ -10,10 +11,7 @@ namespace {
 constexpr const char* kDimsKey = "n_dims_to_encode";
 constexpr const char* kBeginKey = "dims_to_encode_begin";
 
-std::string short_text(const json& j) {
-  std::string s = j.dump();
-  return s.size() > 80 ? s.substr(0, 77) + "..." : s;
-}
+std::string short_text(const json& j) { return json_excerpt(j, 80); }
 
 }  // namespace
 

@@ -105,7 +105,7 @@ GridSpec parse_grid_config(const json& config, const std::string& path, uint32_t
   ConfigReader r(config, path,
                  {"type", "n_levels", "n_features", "n_grid_features", "n_features_per_level", "log2_hashmap_size",
                   "base_resolution", "per_level_scale", "interpolation", "hash", "stochastic_interpolation",
-                  "deterministic"});
+                  "deterministic", "fixed_point_pos"});
   if (n_input_dims < 1 || n_input_dims > kGridMaxDims)
     throw ConfigError(path + ".n_input_dims", std::to_string(n_input_dims),
                       "grid encodings encode 1 to 4 input dimensions", "1, 2, 3, 4");
@@ -170,6 +170,7 @@ GridSpec parse_grid_config(const json& config, const std::string& path, uint32_t
 
   spec.stochastic_interpolation = r.get_bool("stochastic_interpolation", false);
   spec.deterministic = r.get_bool("deterministic", false);
+  spec.fixed_point_pos = r.get_bool("fixed_point_pos", false);
 
   resolve_grid_layout(spec, path);
   return spec;
@@ -187,6 +188,7 @@ json grid_hyperparams(const GridSpec& spec) {
       {"hash", to_string(spec.hash)},
       {"stochastic_interpolation", spec.stochastic_interpolation},
       {"deterministic", spec.deterministic},
+      {"fixed_point_pos", spec.fixed_point_pos},
   };
   if (spec.type == GridType::Hash) hp["log2_hashmap_size"] = spec.log2_hashmap_size;
   return hp;

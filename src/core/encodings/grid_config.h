@@ -26,6 +26,11 @@ struct GridSpec {
   // Parameter gradients summed in an order-independent way (bitwise repeatable on GPUs, where the
   // fast path adds with float atomics). The CPU backend is deterministic either way.
   bool deterministic = false;
+  // tiny-cuda-nn's fixed_point_pos: its JIT-fused kernels then read each position as a 32-bit
+  // fixed-point number stored in the float's bits; its other kernels, like every kernel here, read
+  // floats whatever it says. tinyfuse has no JIT fusion, so the key is kept (hyperparams) and
+  // changes nothing.
+  bool fixed_point_pos = false;
 
   // Per level: position scale (float, as the kernels use it), vertices per axis, and the first
   // table entry; level_offset has n_levels + 1 items, the last being the total entry count.

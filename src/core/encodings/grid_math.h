@@ -192,6 +192,12 @@ TF_HOST_DEVICE inline T grid_smoothstep_derivative(T t) {
   return T(6) * t * (T(1) - t);
 }
 
+// d²(smoothstep)/dt², for the second-order input gradient.
+template <typename T>
+TF_HOST_DEVICE inline T grid_smoothstep_second_derivative(T t) {
+  return T(6) - T(12) * t;
+}
+
 // x * scale + 0.5: fused (one rounding) in float as on the GPU; plain in double.
 TF_HOST_DEVICE inline float grid_position(float scale, float x) { return fmaf(scale, x, 0.5f); }
 TF_HOST_DEVICE inline double grid_position(double scale, double x) { return scale * x + 0.5; }
@@ -226,6 +232,16 @@ TF_HOST_DEVICE inline void grid_locate_axis(T scale, T x, GridInterpolation inte
   }
 }
 
+// As above, plus d2w: the second derivative of w with respect to the fraction (0 for Linear,
+// whose weight is linear in it, and for Nearest; smoothstep'' for Smoothstep).
+template <typename T>
+TF_HOST_DEVICE inline void grid_locate_axis(T scale, T x, GridInterpolation interpolation, uint32_t& vertex, T& w,
+                                            T& dw, T& d2w) {
+  grid_locate_axis(scale, x, interpolation, vertex, w, dw);
+  const T p = grid_position(scale, x);
+  d2w = interpolation == GridInterpolation::Smoothstep ? grid_smoothstep_second_derivative(p - grid_floor(p)) : T(0);
+}
+
 // Weight of corner `corner` of a cell (bit d: the vertex above along axis d) given the weights
 // `w` of the upper vertices: the product of w[d] or 1 - w[d] over the axes.
 template <typename T, uint32_t D>
@@ -253,6 +269,30 @@ template <typename T, uint32_t D>
 TF_HOST_DEVICE inline T grid_corner_directional_weight(const T* w, const T* dw, T scale, const T* v, uint32_t corner) {
   T sum = T(0);
   for (uint32_t d = 0; d < D; ++d) sum += v[d] * grid_corner_weight_dx<T, D>(w, dw, scale, corner, d);
+  return sum;
+}
+
+// d²(corner weight)/dx[a]dx[b]. Across two axes: the two first derivatives (+-scale * dw, + for
+// the upper vertex) times the weights along the other axes. Along one axis twice: +-scale² * d2w
+// times the others' weights (0 for Linear: the weight is linear along each axis).
+template <typename T, uint32_t D>
+TF_HOST_DEVICE inline T grid_corner_weight_dxdx(const T* w, const T* dw, const T* d2w, T scale, uint32_t corner,
+                                                uint32_t a, uint32_t b) {
+  const T sign_a = ((corner >> a) & 1u) ? T(1) : T(-1), sign_b = ((corner >> b) & 1u) ? T(1) : T(-1);
+  T weight = a == b ? sign_a * scale * scale * d2w[a] : sign_a * scale * dw[a] * sign_b * scale * dw[b];
+  for (uint32_t d = 0; d < D; ++d)
+    if (d != a && d != b) weight *= ((corner >> d) & 1u) ? w[d] : T(1) - w[d];
+  return weight;
+}
+
+// The weight with which corner `corner`'s features dotted with dL/dy enter dL2/dx[e] in the
+// second-order pass: sum_d v[d] * d²(corner weight)/dx[d]dx[e], v = dL2/d(dL/dx). (dL/dx is
+// sum over corners of d(corner weight)/dx times features·dL/dy, so its derivative by x[e] is this.)
+template <typename T, uint32_t D>
+TF_HOST_DEVICE inline T grid_corner_hessian_weight(const T* w, const T* dw, const T* d2w, T scale, const T* v,
+                                                   uint32_t corner, uint32_t e) {
+  T sum = T(0);
+  for (uint32_t d = 0; d < D; ++d) sum += v[d] * grid_corner_weight_dxdx<T, D>(w, dw, d2w, scale, corner, d, e);
   return sum;
 }
 

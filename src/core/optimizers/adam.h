@@ -5,9 +5,10 @@
 // of the moments and per-parameter step counters.
 //
 // The update (one element; the backends compute it in float, operation by operation alike):
-// a step counter per parameter (non-matrix parameters with a zero gradient are skipped entirely,
-// e.g. untouched hash-grid entries), l2_reg on matrix parameters only, epsilon added to sqrt(v)
-// before bias correction, optional AdaBound bounds, relative / absolute weight decay and clipping.
+// a step counter per parameter (non-matrix parameters with a zero gradient are skipped entirely
+// by default, e.g. untouched hash-grid entries), l2_reg on matrix parameters and
+// non_matrix_l2_reg on the others, optional gradient clipping, epsilon added to sqrt(v) before
+// bias correction, optional AdaBound bounds, relative / absolute weight decay and weight clipping.
 #pragma once
 
 #include <cfloat>
@@ -24,10 +25,11 @@ namespace tinyfuse {
 // by value).
 struct AdamConsts {
   float loss_scale, lr, non_matrix_factor, beta1, beta2, one_minus_beta1, one_minus_beta2, epsilon, l2_reg;
-  float relative_decay, absolute_decay, clipping, lower, upper;
+  float non_matrix_l2_reg, relative_decay, absolute_decay, clipping, gradient_clipping, lower, upper;
   uint32_t step;
   float correction_at_step;  // bias correction for a counter equal to the global step
   bool do_matrix, do_other;  // optimize_matrix_params, optimize_non_matrix_params
+  bool skip_zero_grad;       // non-matrix params with a zero gradient keep their state
 };
 
 // sqrt(1 - beta2^t) / (1 - beta1^t), in float on the host.
@@ -48,9 +50,11 @@ inline AdamConsts adam_consts(const AdamSpec& a, float lr, uint32_t step, float 
   c.one_minus_beta2 = 1.0f - c.beta2;
   c.epsilon = static_cast<float>(a.epsilon);
   c.l2_reg = static_cast<float>(a.l2_reg);
+  c.non_matrix_l2_reg = static_cast<float>(a.non_matrix_l2_reg);
   c.relative_decay = static_cast<float>(a.relative_decay);
   c.absolute_decay = static_cast<float>(a.absolute_decay);
   c.clipping = static_cast<float>(a.clipping_magnitude);
+  c.gradient_clipping = static_cast<float>(a.gradient_clipping_magnitude);
   c.lower = 0.0f;
   c.upper = FLT_MAX;
   if (a.adabound) {
@@ -63,6 +67,7 @@ inline AdamConsts adam_consts(const AdamSpec& a, float lr, uint32_t step, float 
   c.correction_at_step = adam_bias_correction(c.beta1, c.beta2, step);
   c.do_matrix = a.optimize_matrix_params;
   c.do_other = a.optimize_non_matrix_params;
+  c.skip_zero_grad = a.skip_zero_grad_non_matrix_params;
   return c;
 }
 
@@ -72,6 +77,14 @@ class AdamOptimizer : public SteppedOptimizer<Base> {
   explicit AdamOptimizer(const OptimizerSpec& spec) : SteppedOptimizer<Base>(spec, spec.adam.learning_rate) {}
 
   std::string name() const override { return "Adam"; }
+
+  // The moments and per-parameter step counters allocate_state() allocates; a backend that holds
+  // more adds it after these.
+  void plan_memory(MemoryPlan& plan, size_t n) const override {
+    const bool on_host = this->device() == Device::CPU;
+    plan.add(this->who() + " moments", n, 2 * sizeof(float), on_host);
+    plan.add(this->who() + " step counters", n, sizeof(uint32_t), on_host);
+  }
 
   // ---- state: [first moments | second moments | param steps % 2^16 | param steps / 2^16] ----
   // (step counters are split so that every value is exact in a float)

@@ -63,6 +63,12 @@ class CompositeOptimizer final : public Base {
     return {{"otype", name()}, {"nested", std::move(list)}};
   }
 
+  void plan_memory(MemoryPlan& plan, size_t n) const override {
+    for (size_t k = 0; k < nested_.size(); ++k) nested_[k]->plan_memory(plan, counts_[k]);
+    if (has_inference_params())
+      plan.add(this->who() + " inference weights", n, widest_weight_dtype_size(this->device()), this->device() == Device::CPU);
+  }
+
   void allocate(size_t n, const std::vector<ParamSegment>& segments) override {
     const size_t total = std::accumulate(counts_.begin(), counts_.end(), size_t(0));
     if (total != n) {

@@ -45,6 +45,15 @@ class EmaOptimizer : public WrappingOptimizer<Base> {
   void set_learning_rate(float lr) override { nested_->set_learning_rate(lr); }
   bool has_inference_params() const override { return true; }
 
+  // What allocate_average() allocates, after the nested optimizer's state.
+  void plan_memory(MemoryPlan& plan, size_t n) const override {
+    nested_->plan_memory(plan, n);
+    const bool on_host = this->device() == Device::CPU;
+    plan.add(this->who() + " average", n, sizeof(float), on_host);
+    if (nested_->has_inference_params())
+      plan.add(this->who() + " copy of the nested inference weights", n, sizeof(float), on_host);
+  }
+
   void allocate(size_t n, const std::vector<ParamSegment>& segments) override {
     nested_->allocate(n, segments);
     allocate_average(n, nested_->has_inference_params());

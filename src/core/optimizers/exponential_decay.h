@@ -39,6 +39,8 @@ class ExponentialDecayOptimizer final : public WrappingOptimizer<Base> {
     }
   }
 
+  void plan_memory(MemoryPlan& plan, size_t n) const override { nested_->plan_memory(plan, n); }
+
   void allocate(size_t n, const std::vector<ParamSegment>& segments) override {
     nested_->allocate(n, segments);
     factor_ = 1.0f;

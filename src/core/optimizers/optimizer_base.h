@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/json_text.h"
+#include "core/memory_plan.h"
 #include "core/optimizer_config.h"
 #include "tinyfuse/buffer.h"
 #include "tinyfuse/errors.h"
@@ -41,6 +43,10 @@ class OptimizerBase : public Optimizer {
     check_state(header, data.data(), data.size());
     apply_state(header, data.data());
   }
+
+  // Adds to `plan` what allocate(n_params, ...) will allocate, nested optimizers included: the
+  // Trainer checks its whole plan before allocating any of it.
+  virtual void plan_memory(MemoryPlan& plan, size_t n_params) const = 0;
 
   // Number of floats state_data() returns (fixed once allocated).
   virtual size_t state_size() const = 0;
@@ -100,23 +106,23 @@ inline const json& header_field(const OptimizerBase& who, const json& header, co
 inline double header_number(const OptimizerBase& who, const json& header, const char* key) {
   const json& v = header_field(who, header, key);
   if (!v.is_number() || !std::isfinite(v.get<double>()))
-    who.state_error(std::string("header field \"") + key + "\" must be a finite number, got " + v.dump());
+    who.state_error(std::string("header field \"") + key + "\" must be a finite number, got " + json_excerpt(v));
   return v.get<double>();
 }
 
 inline uint64_t header_uint(const OptimizerBase& who, const json& header, const char* key) {
   const json& v = header_field(who, header, key);
   if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<int64_t>() >= 0))
-    who.state_error(std::string("header field \"") + key + "\" must be an integer >= 0, got " + v.dump());
+    who.state_error(std::string("header field \"") + key + "\" must be an integer >= 0, got " + json_excerpt(v));
   return v.get<uint64_t>();
 }
 
 inline void OptimizerBase::check_header(const json& header, size_t size) const {
   if (!allocated()) state_error("allocate() has not been called yet");
-  if (!header.is_object()) state_error("the state header must be a JSON object, got " + header.dump());
+  if (!header.is_object()) state_error("the state header must be a JSON object, got " + json_excerpt(header));
   const json& otype = header_field(*this, header, "otype");
   if (!otype.is_string() || otype.get<std::string>() != name())
-    state_error("the state is for a " + otype.dump() + " optimizer, this is a \"" + name() + "\" optimizer");
+    state_error("the state is for a " + json_excerpt(otype) + " optimizer, this is a \"" + name() + "\" optimizer");
   const uint64_t n = header_uint(*this, header, "n_params");
   if (n != n_params())
     state_error("the state is for " + std::to_string(n) + " parameters, this optimizer has " +

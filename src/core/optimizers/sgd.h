@@ -16,6 +16,7 @@ class SgdOptimizer : public SteppedOptimizer<Base> {
   explicit SgdOptimizer(const OptimizerSpec& spec) : SteppedOptimizer<Base>(spec, spec.sgd.learning_rate) {}
 
   std::string name() const override { return "SGD"; }
+  void plan_memory(MemoryPlan&, size_t) const override {}  // no state
 
   // State: the step counter and learning rate (in the header); no per-parameter data.
   json state_header() const override {

@@ -21,6 +21,7 @@ struct Cell {
   uint32_t vertex[D];
   T w[D];
   T dw[D];
+  T d2w[D];  // filled by locate_second_order only
 };
 
 struct GridContext : Context {
@@ -115,9 +116,6 @@ class GridEncoding final : public Encoding {
     if (ctx->batch != batch)
       throw ShapeError(name() + "::backward_backward_input: input batch " + std::to_string(batch) +
                        " differs from the forward() that made the context (" + std::to_string(ctx->batch) + ")");
-    if (dL_dinput)
-      throw UnsupportedError(name() + "::backward_backward_input: dL/dinput (the Hessian term) is not computed, as in "
-                             "tiny-cuda-nn; pass null");
     check_matrix(dL_ddLdinput, "dL_ddLdinput", batch, D, dtype_of<T>::value, Device::CPU);
     check_rows_dense(dL_ddLdinput, "dL_ddLdinput");
     check_matrix(dL_doutput, "dL_doutput", batch, padded_, dtype_of<T>::value, Device::CPU);
@@ -126,13 +124,18 @@ class GridEncoding final : public Encoding {
       check_matrix(*dL_ddLdoutput, "dL_ddLdoutput", batch, padded_, dtype_of<T>::value, Device::CPU);
       check_rows_dense(*dL_ddLdoutput, "dL_ddLdoutput");
     }
+    if (dL_dinput) {
+      check_matrix(*dL_dinput, "dL_dinput", batch, D, dtype_of<T>::value, Device::CPU);
+      check_rows_dense(*dL_dinput, "dL_dinput");
+    }
     if (mode != GradientMode::Ignore && !gradients_)
       throw Error(name() + "::backward_backward_input: parameter gradients requested but set_params() got no gradient "
                            "buffer");
     if (mode != GradientMode::Ignore)
       second_order_param_gradients(input, dL_ddLdinput, dL_doutput, mode == GradientMode::Accumulate);
-    if (dL_ddLdoutput)
-      second_order_output_gradients(input, dL_ddLdinput, *dL_ddLdoutput, use_inference_params ? inference_params_ : params_);
+    const T* grid = use_inference_params ? inference_params_ : params_;
+    if (dL_ddLdoutput) second_order_output_gradients(input, dL_ddLdinput, *dL_ddLdoutput, grid);
+    if (dL_dinput) second_order_input_gradients(input, dL_ddLdinput, dL_doutput, *dL_dinput, grid);
   }
 
  private:
@@ -153,6 +156,12 @@ class GridEncoding final : public Encoding {
   void locate(const T* x, uint32_t level, Cell<T, D>& c) const {
     const T scale = T(spec_.level_scale[level]);
     for (uint32_t d = 0; d < D; ++d) grid_locate_axis(scale, x[d], spec_.interpolation, c.vertex[d], c.w[d], c.dw[d]);
+  }
+
+  void locate_second_order(const T* x, uint32_t level, Cell<T, D>& c) const {
+    const T scale = T(spec_.level_scale[level]);
+    for (uint32_t d = 0; d < D; ++d)
+      grid_locate_axis(scale, x[d], spec_.interpolation, c.vertex[d], c.w[d], c.dw[d], c.d2w[d]);
   }
 
   // Index of the first parameter of vertex `v`'s entry in `level`.
@@ -351,6 +360,42 @@ class GridEncoding final : public Encoding {
             for (uint32_t f = 0; f < F; ++f) row[l * F + f] += w * p[f];
           }
         }
+      }
+    });
+  }
+
+  // dL2/dx through the interpolation's Hessian: each corner's features dotted with dL/dy, weighted
+  // by grid_corner_hessian_weight, summed over corners and levels (in order: no atomics, so
+  // repeatable). Nearest lookups are piecewise constant: 0.
+  void second_order_input_gradients(const TensorView& input, const TensorView& dL_ddLdinput,
+                                    const TensorView& dL_doutput, const TensorView& dL_dinput, const T* grid) const {
+    const uint32_t F = spec_.n_features_per_level;
+    const T* x = input.ptr<T>();
+    const T* v = dL_ddLdinput.ptr<T>();
+    const T* dy = dL_doutput.ptr<T>();
+    T* dx = dL_dinput.ptr<T>();
+    const int64_t ldx = input.strides[0], ldv = dL_ddLdinput.strides[0], ldg = dL_doutput.strides[0],
+                  ldi = dL_dinput.strides[0];
+    const bool nearest = spec_.interpolation == GridInterpolation::Nearest;
+    parallel_for(input.rows(), rows_per_chunk(D << D), [&](int64_t b0, int64_t b1) {
+      Cell<T, D> c;
+      uint32_t vtx[D];
+      for (int64_t b = b0; b < b1; ++b) {
+        T acc[D] = {};
+        for (uint32_t l = 0; l < spec_.n_levels && !nearest; ++l) {
+          const T scale = T(spec_.level_scale[l]);
+          const T* g = dy + b * ldg + l * F;
+          locate_second_order(x + b * ldx, l, c);
+          for (uint32_t k = 0; k < (1u << D); ++k) {
+            corner(c, k, vtx);
+            const T* p = grid + param_index(l, vtx);
+            T dot = T(0);
+            for (uint32_t f = 0; f < F; ++f) dot += p[f] * g[f];
+            for (uint32_t e = 0; e < D; ++e)
+              acc[e] += grid_corner_hessian_weight<T, D>(c.w, c.dw, c.d2w, scale, v + b * ldv, k, e) * dot;
+          }
+        }
+        for (uint32_t e = 0; e < D; ++e) dx[b * ldi + e] = acc[e];
       }
     });
   }

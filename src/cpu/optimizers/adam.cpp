@@ -38,9 +38,10 @@ class Adam final : public AdamOptimizer<CpuOptimizer> {
   void update_range(const AdamConsts& c, size_t begin, size_t end, float* master, P* params, const G* gradients) {
     for (size_t i = begin; i < end; ++i) {
       float g = static_cast<float>(gradients[i]) / c.loss_scale;
-      if (!kMatrix && g == 0.0f) continue;  // untouched non-matrix params keep their state
+      if (!kMatrix && g == 0.0f && c.skip_zero_grad) continue;  // untouched non-matrix params keep their state
       const float w = master[i];
-      if (kMatrix) g += c.l2_reg * w;
+      g += (kMatrix ? c.l2_reg : c.non_matrix_l2_reg) * w;
+      if (c.gradient_clipping != 0.0f) g = std::copysign(std::fmin(std::fabs(g), c.gradient_clipping), g);
       const float m = first_[i] = c.beta1 * first_[i] + c.one_minus_beta1 * g;
       const float v = second_[i] = c.beta2 * second_[i] + c.one_minus_beta2 * (g * g);
       const uint32_t t = ++param_steps_[i];

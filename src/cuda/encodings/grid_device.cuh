@@ -76,6 +76,22 @@ __device__ __forceinline__ Cell<D> locate(const float* x, int64_t ldx, int64_t r
   return c;
 }
 
+// A cell with the second derivatives of its weights, for the second-order input gradient.
+template <uint32_t D>
+struct SecondOrderCell : Cell<D> {
+  float d2w[D];
+};
+
+template <uint32_t D>
+__device__ __forceinline__ SecondOrderCell<D> locate_second_order(const float* x, int64_t ldx, int64_t row, float scale,
+                                                                  GridInterpolation interpolation) {
+  SecondOrderCell<D> c;
+#pragma unroll
+  for (uint32_t d = 0; d < D; ++d)
+    grid_locate_axis(scale, x[row * ldx + d], interpolation, c.vertex[d], c.w[d], c.dw[d], c.d2w[d]);
+  return c;
+}
+
 // Vertex of corner `corner` (bit d: one above along axis d).
 template <uint32_t D>
 __device__ __forceinline__ void corner_vertex(const Cell<D>& c, uint32_t corner, uint32_t* v) {

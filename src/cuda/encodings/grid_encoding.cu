@@ -119,13 +119,11 @@ class GpuGridEncoding final : public Encoding {
                                const TensorView& dL_doutput, const TensorView* dL_ddLdoutput,
                                const TensorView* dL_dinput, bool use_inference_params, GradientMode mode) override {
     check_context(ctx, input, "backward_backward_input");
-    if (dL_dinput)
-      throw UnsupportedError(name() + "::backward_backward_input: dL/dinput (the Hessian term) is not computed, as in "
-                             "tiny-cuda-nn; pass null");
     const int64_t batch = input.rows();
     check_input_like(dL_ddLdinput, "dL_ddLdinput", batch);
     check_output_like(dL_doutput, "dL_doutput", batch);
     if (dL_ddLdoutput) check_output_like(*dL_ddLdoutput, "dL_ddLdoutput", batch);
+    if (dL_dinput) check_input_like(*dL_dinput, "dL_dinput", batch);
     check_gradient_buffer(mode, "backward_backward_input");
     const grid::Job j = job(input);
     if (mode != GradientMode::Ignore)
@@ -134,6 +132,11 @@ class GpuGridEncoding final : public Encoding {
       grid::second_order_output_gradients(j, {use_inference_params ? inference_params_ : params_, param_dtype_},
                                           input.ptr<float>(), input.strides[0], dL_ddLdinput.ptr<float>(),
                                           dL_ddLdinput.strides[0], matrix(*dL_ddLdoutput), n_output_, padded_);
+    if (dL_dinput)
+      grid::second_order_input_gradients(j, {use_inference_params ? inference_params_ : params_, param_dtype_},
+                                         input.ptr<float>(), input.strides[0], dL_ddLdinput.ptr<float>(),
+                                         dL_ddLdinput.strides[0], matrix(dL_doutput), dL_dinput->ptr<float>(),
+                                         dL_dinput->strides[0]);
   }
 
  private:

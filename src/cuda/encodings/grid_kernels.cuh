@@ -1,5 +1,5 @@
 // The grid kernels' host-side launchers, one file of kernels each: grid_forward.cu (values),
-// grid_input_gradients.cu (dL/dinput and the second-order dL/d(dL/doutput)) and
+// grid_input_gradients.cu (dL/dinput, the second-order dL/d(dL/doutput) and dL2/dinput) and
 // grid_param_gradients.cu (parameter gradients of both orders, fast or deterministic).
 // All work is queued on job.stream; none synchronises the host.
 #pragma once
@@ -34,6 +34,11 @@ void input_gradients(const Job& job, Params params, const float* x, int64_t ldx,
 // v = dL2/d(dL/dx) (batch, dims) F32; padding columns get 0.
 void second_order_output_gradients(const Job& job, Params params, const float* x, int64_t ldx, const float* v,
                                    int64_t ldv, Matrix out, uint32_t n_out, uint32_t padded);
+
+// Second order: dL2/dx (batch, dims) F32 through the interpolation's Hessian, sum over levels and
+// corners of grid_corner_hessian_weight(v) * features·dL/doutput; 0 for Nearest.
+void second_order_input_gradients(const Job& job, Params params, const float* x, int64_t ldx, const float* v,
+                                  int64_t ldv, Matrix dL_doutput, float* dL_dx, int64_t ld_dx);
 
 // Parameter gradients: first order (v null: corner weight * dL/doutput) or second order
 // (v = dL2/d(dL/dx): directional weight * dL/doutput), summed in FP32 with float atomics, or

@@ -29,9 +29,10 @@ __global__ void adam_kernel(AdamConsts c, int64_t n, const uint8_t* __restrict__
   const bool matrix = matrix_mask[i] != 0;
   if (matrix ? !c.do_matrix : !c.do_other) return;
   float g = to_float(gradients[i]) / c.loss_scale;
-  if (!matrix && g == 0.0f) return;  // untouched non-matrix params keep their state
+  if (!matrix && g == 0.0f && c.skip_zero_grad) return;  // untouched non-matrix params keep their state
   const float w = master[i];
-  if (matrix) g += c.l2_reg * w;
+  g += (matrix ? c.l2_reg : c.non_matrix_l2_reg) * w;
+  if (c.gradient_clipping != 0.0f) g = copysignf(fminf(fabsf(g), c.gradient_clipping), g);
   const float m = c.beta1 * first[i] + c.one_minus_beta1 * g;
   const float v = c.beta2 * second[i] + c.one_minus_beta2 * (g * g);
   first[i] = m;
@@ -50,6 +51,13 @@ __global__ void adam_kernel(AdamConsts c, int64_t n, const uint8_t* __restrict__
 class Adam final : public AdamOptimizer<GpuOptimizer> {
  public:
   using AdamOptimizer<GpuOptimizer>::AdamOptimizer;
+
+  // The moments and step counters (AdamOptimizer's plan), then which elements are matrix parameters.
+  void plan_memory(MemoryPlan& plan, size_t n) const override {
+    AdamOptimizer<GpuOptimizer>::plan_memory(plan, n);
+    plan.add(who() + " matrix mask", n, 1, false);
+    plan.add(who() + " matrix mask (host staging)", n, 1, true);
+  }
 
  private:
   void allocate_state(size_t n, const std::vector<ParamRun>& runs) override {
