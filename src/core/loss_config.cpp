@@ -1,13 +1,13 @@
 #include "core/loss_config.h"
 
 #include "core/config_reader.h"
+#include "core/otypes.h"
 #include "tinyfuse/tensor.h"
 
 namespace tinyfuse {
 
 const std::vector<std::string>& loss_names() {
-  static const std::vector<std::string> names = {"L2",   "L1",   "RelativeL2",   "RelativeL2Luminance", "RelativeL1",
-                                                 "MAPE", "SMAPE", "CrossEntropy", "Variance"};
+  static const std::vector<std::string> names = otype_names(ObjectKind::Loss);  // in LossKind's order
   return names;
 }
 

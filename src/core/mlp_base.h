@@ -1,7 +1,8 @@
 // What every MLP shares whatever its backend: the layout of the flat parameter buffer
 // (docs/PARAMETERS.md: per layer its weights, row-major out x in, then its bias if any), the
-// Network getters, the parameter segments, the initialisation (core/mlp_init.h) and the checks of
-// set_params. A backend adds its device, dtypes and the math.
+// Network getters, the parameter segments, the initialisation (core/mlp_init.h), set_params and
+// the checks every call starts with (MlpWithParams). A backend adds its device, dtypes and the
+// math.
 #pragma once
 
 #include <string>
@@ -9,6 +10,7 @@
 
 #include "core/mlp_init.h"
 #include "core/network_config.h"
+#include "tinyfuse/errors.h"
 #include "tinyfuse/network.h"
 
 namespace tinyfuse {
@@ -86,6 +88,78 @@ class MlpBase : public Network {
   const json hyperparams_;
   std::vector<Layer> layers_;
   size_t n_params_ = 0;
+};
+
+// An MLP whose parameters, inputs and outputs are T on its device (param_dtype(), input_dtype()
+// and output_dtype() all name T): set_params keeps typed pointers, and the checks every call
+// starts with, with the same messages on every backend.
+template <typename T>
+class MlpWithParams : public MlpBase {
+ public:
+  using MlpBase::MlpBase;
+
+  void set_params(const TensorView& params, const TensorView& inference_params, const TensorView& gradients) override {
+    params_ = static_cast<T*>(checked_param_view(params, "params", false));
+    inference_params_ = static_cast<T*>(checked_param_view(inference_params, "inference_params", false));
+    gradients_ = static_cast<T*>(checked_param_view(gradients, "gradients", true));
+  }
+
+ protected:
+  // Parameters are set; input is (any, input_width()) and output (if given) (batch,
+  // padded_output_width()), on device(), rows dense. A backend may add its own limits.
+  virtual void check_io(const TensorView& input, const TensorView* output) const {
+    if (!params_) throw Error(name() + ": no parameters set; call set_params() (or use a Trainer) first");
+    check_matrix(input, "input", -1, input_width(), input_dtype(), device());
+    check_rows_dense(input, "input");
+    if (output) {
+      check_matrix(*output, "output", input.rows(), padded_output_width(), output_dtype(), device());
+      check_rows_dense(*output, "output");
+    }
+  }
+
+  // The checks backward() starts with once its context is of the right type, in order;
+  // `same_batch(batch)` says whether the context came from a forward() of `batch` rows.
+  template <typename SameBatch>
+  void check_backward(const TensorView& input, const TensorView& dL_doutput, const TensorView* dL_dinput,
+                      GradientMode mode, SameBatch&& same_batch) const {
+    check_gradient_call("backward", input, nullptr, dL_doutput, nullptr, dL_dinput, mode, same_batch);
+  }
+
+  // The same for backward_backward_input(), which also takes dL_ddLdinput and may write dL_ddLdoutput.
+  template <typename SameBatch>
+  void check_backward_backward(const TensorView& input, const TensorView& dL_ddLdinput, const TensorView& dL_doutput,
+                               const TensorView* dL_ddLdoutput, const TensorView* dL_dinput, GradientMode mode,
+                               SameBatch&& same_batch) const {
+    check_gradient_call("backward_backward_input", input, &dL_ddLdinput, dL_doutput, dL_ddLdoutput, dL_dinput, mode,
+                        same_batch);
+  }
+
+  const T* weights_for(bool use_inference_params) const { return use_inference_params ? inference_params_ : params_; }
+
+  T* params_ = nullptr;
+  T* inference_params_ = nullptr;
+  T* gradients_ = nullptr;
+
+ private:
+  template <typename SameBatch>
+  void check_gradient_call(const char* call, const TensorView& input, const TensorView* dL_ddLdinput,
+                           const TensorView& dL_doutput, const TensorView* dL_ddLdoutput, const TensorView* dL_dinput,
+                           GradientMode mode, SameBatch&& same_batch) const {
+    check_io(input, nullptr);
+    const int64_t batch = input.rows();
+    auto check = [&](const TensorView& t, const char* what, uint32_t width, DType dtype) {
+      check_matrix(t, what, batch, width, dtype, device());
+      check_rows_dense(t, what);
+    };
+    if (dL_ddLdinput) check(*dL_ddLdinput, "dL_ddLdinput", input_width(), input_dtype());
+    check(dL_doutput, "dL_doutput", padded_output_width(), output_dtype());
+    if (dL_ddLdoutput) check(*dL_ddLdoutput, "dL_ddLdoutput", padded_output_width(), output_dtype());
+    if (dL_dinput) check(*dL_dinput, "dL_dinput", input_width(), input_dtype());
+    if (!same_batch(batch))
+      throw ShapeError(name() + "::" + call + ": input batch differs from the forward() that made the context");
+    if (mode != GradientMode::Ignore && !gradients_)
+      throw Error(name() + "::" + call + ": parameter gradients requested but set_params() got no gradient buffer");
+  }
 };
 
 }  // namespace tinyfuse

@@ -3,9 +3,7 @@
 #include <algorithm>
 
 #include "core/config_reader.h"
-#ifdef TINYFUSE_WITH_CUDA
-#include "cuda/backend.h"
-#endif
+#include "core/otypes.h"
 
 namespace tinyfuse {
 
@@ -16,8 +14,6 @@ constexpr uint32_t kTensorCoreAlignment = 16;  // tiny-cuda-nn's output padding 
 // Width64FusedMLP is one network: 64 -> 64 -> 64 -> 64, ReLU hidden layers, no output activation.
 constexpr uint32_t kWidth64 = 64, kWidth64HiddenLayers = 2;
 constexpr const char* kWidth64Alternatives = "BlasLtMLPFP16 or PortableMLP (same layout, any shape and activation)";
-constexpr const char* kWidth64NotBuilt =
-    "Width64FusedMLP is not built into this library (configure with -DTINYFUSE_CUDA=ON -DTINYFUSE_WIDTH64_FUSED=ON)";
 
 // Fail-closed rules of Width64FusedMLP: every key must describe exactly the network it runs.
 // Its widths and depth default to that network, not to tiny-cuda-nn's 128 x 5.
@@ -43,60 +39,18 @@ void check_width64_fused(const ConfigReader& r, MlpSpec& spec, uint32_t n_input_
     throw ConfigError(r.key_path("n_output_dims"), std::to_string(n_output_dims), only, "64" + other);
 }
 
-// tiny-cuda-nn's aliases: MLP is CutlassMLP, MegakernelMLP is FullyFusedMLP.
-std::string canonical_otype(const std::string& otype) {
-  if (otype == "MLP") return "CutlassMLP";
-  if (otype == "MegakernelMLP") return "FullyFusedMLP";
-  return otype;
-}
-
-// Which devices run each otype in this build.
-bool runs_on(const std::string& name, Device device) {
-  const std::string otype = canonical_otype(name);
-  const bool gpu_only = otype == "BlasLtMLP" || otype == "BlasLtMLPFP16" || otype == "Width64FusedMLP";
-  if (device == Device::CPU) return !gpu_only;
-#ifdef TINYFUSE_WITH_CUDA
-  const auto& gpu = cuda::network_otypes();
-  return std::find(gpu.begin(), gpu.end(), otype) != gpu.end();
-#else
-  return false;
-#endif
-}
-
 // Why `otype` cannot be built for `device` here, and how to get it.
 std::string not_available_rule(const std::string& otype, Device device) {
-  if (device == Device::CPU) {
-    if (otype == "Width64FusedMLP")
-      return otype + " runs only on CUDA devices (FP16 tensor-core kernels; PortableMLP is the CPU network with its layout)";
-    return otype + " runs only on CUDA devices";
-  }
-  if (otype == "Width64FusedMLP") return kWidth64NotBuilt;
-#ifdef TINYFUSE_WITH_CUDA
-  return otype + " has no CUDA implementation in this version";
-#else
-  return "this build has no CUDA backend (configure with -DTINYFUSE_CUDA=ON)";
-#endif
+  if (device == Device::CPU && otype == "Width64FusedMLP")
+    return otype + " runs only on CUDA devices (FP16 tensor-core kernels; PortableMLP is the CPU network with its layout)";
+  return otype_unavailable_reason(ObjectKind::Network, otype, device);
 }
 
 }  // namespace
 
-const std::vector<std::string>& all_network_otypes() {
-  static const std::vector<std::string> names = {"PortableMLP",   "FullyFusedMLP", "CutlassMLP",
-                                                 "MLP",           "MegakernelMLP", "BlasLtMLP",
-                                                 "BlasLtMLPFP16", "Width64FusedMLP"};
-  return names;
-}
-
-std::vector<std::string> network_otypes_on(Device device) {
-  std::vector<std::string> out;
-  for (const auto& n : all_network_otypes())
-    if (runs_on(n, device)) out.push_back(n);
-  return out;
-}
-
 MlpSpec parse_network_config(const json& config, uint32_t n_input_dims, uint32_t n_output_dims, Device device,
                              const std::string& path) {
-  std::vector<std::string> known = all_network_otypes();
+  const std::vector<std::string> known = otype_names(ObjectKind::Network);
 #ifndef TINYFUSE_WITH_HIP
   // The seed's AMD names mean nothing outside a HIP build; say so rather than "unknown".
   if (config.is_object() && config.contains("otype") && config["otype"].is_string()) {
@@ -113,7 +67,7 @@ MlpSpec parse_network_config(const json& config, uint32_t n_input_dims, uint32_t
     return c;
   }() : config;
   MlpSpec spec;
-  spec.otype = canonical_otype(read_otype(defaulted, path, known));
+  spec.otype = canonical_otype(ObjectKind::Network, read_otype(defaulted, path, known));  // tiny-cuda-nn's aliases
   std::vector<std::string> keys = {"n_neurons", "n_hidden_layers", "activation", "output_activation", "n_input_dims", "n_output_dims"};
   if (spec.otype == "FullyFusedMLP" || spec.otype == "Width64FusedMLP") keys.push_back("precision");
   ConfigReader r(defaulted, path, keys);
@@ -165,8 +119,8 @@ MlpSpec parse_network_config(const json& config, uint32_t n_input_dims, uint32_t
   }
   // Whether this build runs the otype on `device` comes last: an otype's rules hold in every
   // build, so a CPU-only build reports a wrong shape the same way a CUDA build does.
-  if (!runs_on(spec.otype, device)) {
-    const std::string accepted = join(network_otypes_on(device));
+  if (!otype_built_on(ObjectKind::Network, spec.otype, device)) {
+    const std::string accepted = join(otype_names_built_on(ObjectKind::Network, device));
     r.fail("otype", not_available_rule(spec.otype, device),
            accepted.empty() ? "none on " + to_string(device) + " in this build" : accepted);
   }

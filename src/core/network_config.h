@@ -33,10 +33,6 @@ struct MlpSpec {
   DType precision = DType::F16;
 };
 
-// All network otypes tinyfuse knows, and those this build runs on `device`.
-const std::vector<std::string>& all_network_otypes();
-std::vector<std::string> network_otypes_on(Device device);
-
 // Parses and checks `config` ("network" section) for the given device; throws ConfigError.
 MlpSpec parse_network_config(const json& config, uint32_t n_input_dims, uint32_t n_output_dims, Device device,
                              const std::string& path = "network");

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "core/config_reader.h"
+#include "core/otypes.h"
 
 namespace tinyfuse {
 
@@ -147,7 +148,7 @@ OptimizerSpec parse(const json& config, const std::string& path, bool composite_
 }  // namespace
 
 const std::vector<std::string>& optimizer_names() {
-  static const std::vector<std::string> names = {"Adam", "SGD", "ExponentialDecay", "EMA", "Composite"};
+  static const std::vector<std::string> names = otype_names(ObjectKind::Optimizer);  // in OptimizerKind's order
   return names;
 }
 

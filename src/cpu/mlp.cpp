@@ -73,20 +73,18 @@ const T* preactivation(const MlpContext<T>& ctx, size_t li) {
 }
 
 template <typename T>
-class Mlp final : public MlpBase {
+class Mlp final : public MlpWithParams<T> {
+  using Base = MlpWithParams<T>;
+  using typename Base::Layer;
+  using Base::layers_, Base::spec_, Base::params_, Base::inference_params_, Base::gradients_, Base::layer_activation;
+
  public:
-  using MlpBase::MlpBase;
+  using Base::Base;
 
   Device device() const override { return Device::CPU; }
   DType param_dtype() const override { return dtype_of<T>::value; }
   DType input_dtype() const override { return dtype_of<T>::value; }
   DType output_dtype() const override { return dtype_of<T>::value; }
-
-  void set_params(const TensorView& params, const TensorView& inference_params, const TensorView& gradients) override {
-    params_ = static_cast<T*>(checked_param_view(params, "params", false));
-    inference_params_ = static_cast<T*>(checked_param_view(inference_params, "inference_params", false));
-    gradients_ = static_cast<T*>(checked_param_view(gradients, "gradients", true));
-  }
 
   void inference(const TensorView& input, const TensorView& output) override {
     check_io(input, &output);
@@ -109,17 +107,10 @@ class Mlp final : public MlpBase {
   void backward(const Context& base_ctx, const TensorView& input, const TensorView& /*output*/,
                 const TensorView& dL_doutput, const TensorView* dL_dinput, bool use_inference_params,
                 GradientMode mode) override {
-    const auto* ctx = checked_context(base_ctx, input, "backward");
+    const auto* ctx = context_of(base_ctx, "backward");
+    this->check_backward(input, dL_doutput, dL_dinput, mode, [&](int64_t batch) { return same_batch(*ctx, batch); });
     const int64_t batch = input.rows();
-    check_matrix(dL_doutput, "dL_doutput", batch, padded_output_width(), dtype_of<T>::value, Device::CPU);
-    check_rows_dense(dL_doutput, "dL_doutput");
-    if (dL_dinput) {
-      check_matrix(*dL_dinput, "dL_dinput", batch, input_width(), dtype_of<T>::value, Device::CPU);
-      check_rows_dense(*dL_dinput, "dL_dinput");
-    }
-    if (mode != GradientMode::Ignore && !gradients_)
-      throw Error(name() + "::backward: parameter gradients requested but set_params() got no gradient buffer");
-    const T* weights = use_inference_params ? inference_params_ : params_;
+    const T* weights = this->weights_for(use_inference_params);
     const T beta = mode == GradientMode::Accumulate ? T(1) : T(0);
     std::vector<T> ones(static_cast<size_t>(batch), T(1));  // bias gradient = dZ^T 1
 
@@ -176,23 +167,10 @@ class Mlp final : public MlpBase {
   void backward_backward_input(const Context& base_ctx, const TensorView& input, const TensorView& dL_ddLdinput,
                                const TensorView& dL_doutput, const TensorView* dL_ddLdoutput,
                                const TensorView* dL_dinput, bool use_inference_params, GradientMode mode) override {
-    const char* call = "backward_backward_input";
-    const auto* ctx = checked_context(base_ctx, input, call);
+    const auto* ctx = context_of(base_ctx, "backward_backward_input");
+    this->check_backward_backward(input, dL_ddLdinput, dL_doutput, dL_ddLdoutput, dL_dinput, mode,
+                                  [&](int64_t batch) { return same_batch(*ctx, batch); });
     const int64_t batch = input.rows();
-    check_matrix(dL_ddLdinput, "dL_ddLdinput", batch, input_width(), dtype_of<T>::value, Device::CPU);
-    check_rows_dense(dL_ddLdinput, "dL_ddLdinput");
-    check_matrix(dL_doutput, "dL_doutput", batch, padded_output_width(), dtype_of<T>::value, Device::CPU);
-    check_rows_dense(dL_doutput, "dL_doutput");
-    if (dL_ddLdoutput) {
-      check_matrix(*dL_ddLdoutput, "dL_ddLdoutput", batch, padded_output_width(), dtype_of<T>::value, Device::CPU);
-      check_rows_dense(*dL_ddLdoutput, "dL_ddLdoutput");
-    }
-    if (dL_dinput) {
-      check_matrix(*dL_dinput, "dL_dinput", batch, input_width(), dtype_of<T>::value, Device::CPU);
-      check_rows_dense(*dL_dinput, "dL_dinput");
-    }
-    if (mode != GradientMode::Ignore && !gradients_)
-      throw Error(name() + "::" + call + ": parameter gradients requested but set_params() got no gradient buffer");
     // dz of every layer, c of the curved ones, and three layer-wide buffers.
     int64_t per_row = 0, widest = 0;
     for (size_t li = 0; li < layers_.size(); ++li) {
@@ -201,15 +179,15 @@ class Mlp final : public MlpBase {
       widest = std::max<int64_t>(widest, std::max<int64_t>(out, layers_[li].in));
     }
     checked_bytes({batch, per_row + 3 * widest + 1, int64_t{sizeof(T)}},
-                  name() + " second-order activations of a batch of " + std::to_string(batch));
+                  this->name() + " second-order activations of a batch of " + std::to_string(batch));
 
     const bool write_params = mode != GradientMode::Ignore;
     const T beta = mode == GradientMode::Accumulate ? T(1) : T(0);
     if (batch == 0) {
-      if (mode == GradientMode::Overwrite) std::fill(gradients_, gradients_ + n_params_, T(0));
+      if (mode == GradientMode::Overwrite) std::fill(gradients_, gradients_ + this->n_params(), T(0));
       return;
     }
-    const T* weights = use_inference_params ? inference_params_ : params_;
+    const T* weights = this->weights_for(use_inference_params);
     const size_t n_layers = layers_.size();
     auto curved = [&](size_t li) { return !activation_is_piecewise_linear(layer_activation(li)); };
     auto rows = [&](uint32_t width, auto&& body) {
@@ -338,14 +316,15 @@ class Mlp final : public MlpBase {
   }
 
  private:
-  const MlpContext<T>* checked_context(const Context& base_ctx, const TensorView& input, const char* call) const {
+  const MlpContext<T>* context_of(const Context& base_ctx, const char* call) const {
     const auto* ctx = dynamic_cast<const MlpContext<T>*>(&base_ctx);
-    if (!ctx) throw Error(name() + "::" + call + ": context does not come from this network's forward()");
-    check_io(input, nullptr);
-    const int64_t batch = input.rows();
-    if (ctx->z.size() != layers_.size() || (batch > 0 && ctx->z[0].size() != static_cast<size_t>(batch) * layers_[0].out))
-      throw ShapeError(name() + "::" + call + ": input batch differs from the forward() that made the context");
+    if (!ctx) throw Error(this->name() + "::" + call + ": context does not come from this network's forward()");
     return ctx;
+  }
+
+  // Whether `ctx` came from a forward() of `batch` rows.
+  bool same_batch(const MlpContext<T>& ctx, int64_t batch) const {
+    return ctx.z.size() == layers_.size() && (batch == 0 || ctx.z[0].size() == static_cast<size_t>(batch) * layers_[0].out);
   }
 
   static void fill_rows(const TensorView& t, T value) {
@@ -355,20 +334,14 @@ class Mlp final : public MlpBase {
 
   static int64_t rows_per_chunk(uint32_t width) { return std::max<int64_t>(1, kElementGrain / std::max<uint32_t>(width, 1)); }
 
-  void check_io(const TensorView& input, const TensorView* output) const {
-    if (!params_) throw Error(name() + ": no parameters set; call set_params() (or use a Trainer) first");
-    check_matrix(input, "input", -1, input_width(), dtype_of<T>::value, Device::CPU);
-    check_rows_dense(input, "input");
-    if (output) {
-      check_matrix(*output, "output", input.rows(), padded_output_width(), dtype_of<T>::value, Device::CPU);
-      check_rows_dense(*output, "output");
-    }
+  void check_io(const TensorView& input, const TensorView* output) const override {
+    Base::check_io(input, output);
     // A batch whose scratch memory cannot fit is refused before anything is allocated or computed:
     // forward keeps z and y of every layer; backward needs three layer-wide buffers and a column.
     int64_t forward_per_row = 0, widest = 0;
     for (const Layer& l : layers_) forward_per_row += 2 * int64_t{l.out}, widest = std::max<int64_t>(widest, l.out);
     const int64_t per_row = std::max(forward_per_row, 3 * widest + 1);
-    checked_bytes({input.rows(), per_row, int64_t{sizeof(T)}}, name() + " activations of a batch of " + std::to_string(input.rows()));
+    checked_bytes({input.rows(), per_row, int64_t{sizeof(T)}}, this->name() + " activations of a batch of " + std::to_string(input.rows()));
   }
 
   void run_forward(const TensorView& input, MlpContext<T>& ctx, const T* weights) const {
@@ -401,7 +374,7 @@ class Mlp final : public MlpBase {
 
   void write_output(const MlpContext<T>& ctx, const TensorView& output) const {
     const T* y = ctx.y.back().data();
-    const uint32_t w = padded_output_width();
+    const uint32_t w = this->padded_output_width();
     T* out = output.ptr<T>();
     const int64_t ld = output.strides[0];
     parallel_for(output.rows(), rows_per_chunk(w), [&](int64_t b0, int64_t b1) {
@@ -409,9 +382,6 @@ class Mlp final : public MlpBase {
     });
   }
 
-  T* params_ = nullptr;
-  T* inference_params_ = nullptr;
-  T* gradients_ = nullptr;
 };
 
 }  // namespace

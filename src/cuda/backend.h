@@ -1,5 +1,6 @@
-// What the CUDA backend builds, by kind of object. The factory (src/core/factory.cpp) calls these
-// for Device::CUDA after the device-neutral config parsing has checked every rule.
+// What the CUDA backend builds, by kind of object. The factory (src/api/factory.cpp) calls these
+// for Device::CUDA after the device-neutral config parsing has checked every rule and the otype
+// table (core/otypes.h) has said this build runs the otype.
 #pragma once
 
 #include <memory>
@@ -8,20 +9,18 @@
 
 #include "core/loss_config.h"
 #include "core/network_config.h"
+#include "core/optimizer_config.h"
 #include "tinyfuse/loss.h"
 #include "tinyfuse/network.h"
 #include "tinyfuse/optimizer.h"
 
 namespace tinyfuse::cuda {
 
-// The network otypes this backend runs (canonical spellings).
-const std::vector<std::string>& network_otypes();
-
 std::unique_ptr<Network> make_network(const MlpSpec& spec, json hyperparams);
 std::unique_ptr<Loss> make_loss(LossKind kind);
 // The kind of a loss make_loss built, or nothing for any other Loss (a user's own subclass):
 // networks that evaluate a loss inside their kernels fold only these.
 std::optional<LossKind> builtin_loss_kind(const Loss& loss);
-std::unique_ptr<Optimizer> make_optimizer(const json& config, const std::string& path);
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerSpec& spec);
 
 }  // namespace tinyfuse::cuda

@@ -50,9 +50,10 @@
 #include <vector>
 
 #include "core/activation_math.h"
-#include "core/mlp_base.h"
 #include "cuda/blaslt_plan.h"
 #include "cuda/common.cuh"
+#include "cuda/gpu_mlp.h"
+#include "cuda/staging.h"
 #include "tinyfuse/buffer.h"
 #include "tinyfuse/errors.h"
 
@@ -60,7 +61,6 @@ namespace tinyfuse::cuda {
 
 namespace {
 
-constexpr size_t kScratchAlignment = 256;  // bytes: every scratch matrix starts this aligned
 constexpr unsigned kMaxBlocks = 1u << 16;  // elementwise kernels loop over the rest
 // Bias-gradient reduction: the batch is cut into chunks of at least this many rows (and at most
 // kMaxBgradChunks chunks); each chunk is summed by one block, then chunks are added in order.
@@ -69,8 +69,6 @@ constexpr int64_t kMaxBgradChunks = 8192;
 constexpr int kBgradColumns = 32, kBgradLanes = 8;  // block shape of the first pass
 // Batch used to ask the library at construction whether it can run every layer.
 constexpr int64_t kProbeBatch = 256;
-
-size_t round_up(size_t bytes) { return (bytes + kScratchAlignment - 1) / kScratchAlignment * kScratchAlignment; }
 
 unsigned elementwise_blocks(int64_t n) { return std::min<unsigned>(blocks_for(n), kMaxBlocks); }
 
@@ -156,37 +154,17 @@ struct BlasLtContext final : Context {
 };
 
 template <typename T>
-class BlasLtMlp final : public MlpBase {
+class BlasLtMlp final : public OnePassGpuMlp<T, BlasLtContext<T>> {
+  using Base = OnePassGpuMlp<T, BlasLtContext<T>>;
+  using typename Base::Layer;
+  using Base::layers_, Base::spec_, Base::n_params_, Base::gradients_, Base::layer_activation, Base::name;
+
  public:
-  BlasLtMlp(MlpSpec spec, json hyperparams) : MlpBase(std::move(spec), std::move(hyperparams)) {
+  BlasLtMlp(MlpSpec spec, json hyperparams) : Base(std::move(spec), std::move(hyperparams)) {
     if (!spec_.biases || spec_.padded_output_width != spec_.output_width)
       throw UnsupportedError("internal: " + spec_.otype + " has biases and an unpadded output");
     for (const auto& l : layers_) max_width_ = std::max(max_width_, l.out);
     check_library_supports_widths();
-  }
-
-  Device device() const override { return Device::CUDA; }
-  DType param_dtype() const override { return kDType; }
-  DType input_dtype() const override { return kDType; }
-  DType output_dtype() const override { return kDType; }
-
-  void set_params(const TensorView& params, const TensorView& inference_params, const TensorView& gradients) override {
-    params_ = static_cast<T*>(checked_param_view(params, "params", false));
-    inference_params_ = static_cast<T*>(checked_param_view(inference_params, "inference_params", false));
-    gradients_ = static_cast<T*>(checked_param_view(gradients, "gradients", true));
-  }
-
-  void inference(const TensorView& input, const TensorView& output) override {
-    check_io(input, &output);
-    run_forward(input, inference_params_, nullptr, &output);
-  }
-
-  std::unique_ptr<Context> forward(const TensorView& input, const TensorView* output, bool use_inference_params,
-                                   bool /*prepare_input_gradients*/) override {
-    check_io(input, output);
-    auto ctx = std::make_unique<BlasLtContext<T>>();
-    run_forward(input, use_inference_params ? inference_params_ : params_, ctx.get(), output);
-    return ctx;
   }
 
   void backward(const Context& base_ctx, const TensorView& input, const TensorView& /*output*/,
@@ -194,30 +172,21 @@ class BlasLtMlp final : public MlpBase {
                 GradientMode mode) override {
     const auto* ctx = dynamic_cast<const BlasLtContext<T>*>(&base_ctx);
     if (!ctx) throw Error(name() + "::backward: context does not come from this network's forward()");
-    check_io(input, nullptr);
+    this->check_backward(input, dL_doutput, dL_dinput, mode,
+                         [&](int64_t batch) { return ctx->batch == batch && ctx->deriv.size() == layers_.size(); });
     const int64_t batch = input.rows();
-    check_matrix(dL_doutput, "dL_doutput", batch, padded_output_width(), kDType, Device::CUDA);
-    check_rows_dense(dL_doutput, "dL_doutput");
-    if (dL_dinput) {
-      check_matrix(*dL_dinput, "dL_dinput", batch, input_width(), kDType, Device::CUDA);
-      check_rows_dense(*dL_dinput, "dL_dinput");
-    }
-    if (ctx->batch != batch || ctx->deriv.size() != layers_.size())
-      throw ShapeError(name() + "::backward: input batch differs from the forward() that made the context");
-    if (mode != GradientMode::Ignore && !gradients_)
-      throw Error(name() + "::backward: parameter gradients requested but set_params() got no gradient buffer");
     const gpuStream_t s = stream_of(input);
     if (batch == 0) {
       if (mode == GradientMode::Overwrite) TF_GPU_CHECK(gpuMemsetAsync(gradients_, 0, n_params_ * sizeof(T), s));
       return;
     }
-    const T* weights = use_inference_params ? inference_params_ : params_;
+    const T* weights = this->weights_for(use_inference_params);
     const bool accumulate = mode == GradientMode::Accumulate;
 
     // Scratch: two (batch x max width) matrices used in turn for dZ / dY, and the partial sums.
-    const size_t mat_bytes = round_up(static_cast<size_t>(batch) * max_width_ * sizeof(T));
+    const size_t mat_bytes = scratch_bytes(static_cast<size_t>(batch) * max_width_ * sizeof(T));
     const BgradSplit split = bgrad_split(batch);
-    const size_t partial_bytes = mode == GradientMode::Ignore ? 0 : round_up(split.chunks * max_width_ * sizeof(float));
+    const size_t partial_bytes = mode == GradientMode::Ignore ? 0 : scratch_bytes(split.chunks * max_width_ * sizeof(float));
     Buffer scratch = Buffer::on_stream(Device::CUDA, 2 * mat_bytes + partial_bytes, input.stream);
     char* base = static_cast<char*>(scratch.data());
     T* buf[2] = {reinterpret_cast<T*>(base), reinterpret_cast<T*>(base + mat_bytes)};
@@ -290,16 +259,6 @@ class BlasLtMlp final : public MlpBase {
  private:
   static constexpr DType kDType = gpu_dtype_of<T>::value;
 
-  void check_io(const TensorView& input, const TensorView* output) const {
-    if (!params_) throw Error(name() + ": no parameters set; call set_params() (or use a Trainer) first");
-    check_matrix(input, "input", -1, input_width(), kDType, Device::CUDA);
-    check_rows_dense(input, "input");
-    if (output) {
-      check_matrix(*output, "output", input.rows(), padded_output_width(), kDType, Device::CUDA);
-      check_rows_dense(*output, "output");
-    }
-  }
-
   // Rejects at construction any layer width the library cannot multiply (with dense operands on
   // cudaMalloc-aligned memory), naming the config key and what works. Needs a device to ask;
   // without one nothing can run anyway and the first call reports that.
@@ -351,7 +310,8 @@ class BlasLtMlp final : public MlpBase {
 
   // Forward through every layer. With `keep`, the matrices backward() needs are kept in the
   // context; without, two scratch matrices are used in turn (inference). `output` may be null.
-  void run_forward(const TensorView& input, const T* weights, BlasLtContext<T>* keep, const TensorView* output) const {
+  void run_forward(const TensorView& input, const T* weights, BlasLtContext<T>* keep,
+                   const TensorView* output) const override {
     const int64_t batch = input.rows();
     const size_t n_layers = layers_.size();
     const gpuStream_t s = stream_of(input);
@@ -365,7 +325,7 @@ class BlasLtMlp final : public MlpBase {
       std::vector<size_t> z_off(n_layers), y_off(n_layers);
       size_t bytes = 0;
       for (size_t li = 0; li < n_layers; ++li) {
-        const size_t mat = round_up(static_cast<size_t>(batch) * layers_[li].out * sizeof(T));
+        const size_t mat = scratch_bytes(static_cast<size_t>(batch) * layers_[li].out * sizeof(T));
         z_off[li] = bytes;
         bytes += mat;
         y_off[li] = z_off[li];
@@ -385,7 +345,7 @@ class BlasLtMlp final : public MlpBase {
         keep->act_out[li] = y[li];
       }
     } else {
-      const size_t mat = round_up(static_cast<size_t>(batch) * max_width_ * sizeof(T));
+      const size_t mat = scratch_bytes(static_cast<size_t>(batch) * max_width_ * sizeof(T));
       scratch = Buffer::on_stream(Device::CUDA, 2 * mat, input.stream);
       char* base = static_cast<char*>(scratch.data());
       for (size_t li = 0; li < n_layers; ++li) z[li] = y[li] = reinterpret_cast<T*>(base + (li % 2) * mat);
@@ -448,9 +408,6 @@ class BlasLtMlp final : public MlpBase {
   }
 
   uint32_t max_width_ = 0;
-  T* params_ = nullptr;
-  T* inference_params_ = nullptr;
-  T* gradients_ = nullptr;
 };
 
 }  // namespace

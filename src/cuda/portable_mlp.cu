@@ -15,9 +15,10 @@
 #include <type_traits>
 #include <vector>
 
-#include "core/mlp_base.h"
 #include "cuda/common.cuh"
+#include "cuda/gpu_mlp.h"
 #include "cuda/portable_gemm.cuh"
+#include "cuda/staging.h"
 #include "tinyfuse/buffer.h"
 
 namespace tinyfuse::cuda {
@@ -176,12 +177,12 @@ void launch_output_delta(Activation act, const float* dy, int64_t ldy, const flo
   TF_GPU_CHECK_LAUNCH("PortableMLP output delta");
 }
 
-// Offsets (in floats) of arrays carved out of one scratch buffer, each 256-byte aligned.
+// Offsets (in floats) of arrays carved out of one scratch buffer, each kScratchAlignment aligned.
 class Carver {
  public:
   size_t take(size_t floats) {
     const size_t at = total_;
-    total_ += next_multiple<size_t>(floats, 64);
+    total_ += scratch_bytes(floats * sizeof(float)) / sizeof(float);
     return at;
   }
   size_t bytes() const { return total_ * sizeof(float); }
@@ -203,20 +204,9 @@ struct PortableMlpContext : Context {
 };
 
 
-class PortableMlp final : public MlpBase {
+class PortableMlp final : public GpuMlp<float> {
  public:
-  using MlpBase::MlpBase;
-
-  Device device() const override { return Device::CUDA; }
-  DType param_dtype() const override { return DType::F32; }
-  DType input_dtype() const override { return DType::F32; }
-  DType output_dtype() const override { return DType::F32; }
-
-  void set_params(const TensorView& params, const TensorView& inference_params, const TensorView& gradients) override {
-    params_ = static_cast<float*>(checked_param_view(params, "params", false));
-    inference_params_ = static_cast<float*>(checked_param_view(inference_params, "inference_params", false));
-    gradients_ = static_cast<float*>(checked_param_view(gradients, "gradients", true));
-  }
+  using GpuMlp<float>::GpuMlp;
 
   void inference(const TensorView& input, const TensorView& output) override {
     check_io(input, &output);
@@ -266,7 +256,7 @@ class PortableMlp final : public MlpBase {
     if (batch == 0) return ctx;
     const gpuStream_t stream = stream_of(input);
     ctx->memory = Buffer::on_stream(Device::CUDA, carve.bytes(), input.stream);
-    const float* weights = use_inference_params ? inference_params_ : params_;
+    const float* weights = weights_for(use_inference_params);
     const float* x = input.ptr<float>();
     int64_t ldx = input.strides[0];
     for (size_t li = 0; li < layers_.size(); ++li) {
@@ -289,25 +279,16 @@ class PortableMlp final : public MlpBase {
                 GradientMode mode) override {
     const auto* ctx = dynamic_cast<const PortableMlpContext*>(&base_ctx);
     if (!ctx) throw Error(name() + "::backward: context does not come from this network's forward()");
-    check_io(input, nullptr);
+    check_backward(input, dL_doutput, dL_dinput, mode,
+                   [&](int64_t batch) { return ctx->z.size() == layers_.size() && ctx->batch == batch; });
     const int64_t batch = input.rows();
-    check_matrix(dL_doutput, "dL_doutput", batch, padded_output_width(), DType::F32, Device::CUDA);
-    check_rows_dense(dL_doutput, "dL_doutput");
-    if (dL_dinput) {
-      check_matrix(*dL_dinput, "dL_dinput", batch, input_width(), DType::F32, Device::CUDA);
-      check_rows_dense(*dL_dinput, "dL_dinput");
-    }
-    if (ctx->z.size() != layers_.size() || ctx->batch != batch)
-      throw ShapeError(name() + "::backward: input batch differs from the forward() that made the context");
-    if (mode != GradientMode::Ignore && !gradients_)
-      throw Error(name() + "::backward: parameter gradients requested but set_params() got no gradient buffer");
     const gpuStream_t stream = stream_of(input);
     if (batch == 0) {
       if (mode == GradientMode::Overwrite && n_params_ > 0)
         TF_GPU_CHECK(gpuMemsetAsync(gradients_, 0, n_params_ * sizeof(float), stream));
       return;
     }
-    const float* weights = use_inference_params ? inference_params_ : params_;
+    const float* weights = weights_for(use_inference_params);
     const bool param_grads = mode != GradientMode::Ignore;
     const bool accumulate = mode == GradientMode::Accumulate;
 
@@ -370,20 +351,6 @@ class PortableMlp final : public MlpBase {
     }
   }
 
- private:
-  void check_io(const TensorView& input, const TensorView* output) const {
-    if (!params_) throw Error(name() + ": no parameters set; call set_params() (or use a Trainer) first");
-    check_matrix(input, "input", -1, input_width(), DType::F32, Device::CUDA);
-    check_rows_dense(input, "input");
-    if (output) {
-      check_matrix(*output, "output", input.rows(), padded_output_width(), DType::F32, Device::CUDA);
-      check_rows_dense(*output, "output");
-    }
-  }
-
-  float* params_ = nullptr;
-  float* inference_params_ = nullptr;
-  float* gradients_ = nullptr;
 };
 
 }  // namespace

@@ -1,5 +1,6 @@
-// The CPU MLPs: parameter layout, gradients (finite differences in FP64), gradient modes,
-// strided views and shape errors.
+// The CPU MLPs: parameter layout, gradients (finite differences in FP64), strided views and
+// shape errors. Gradient modes, poisoned outputs, repeats and batch shapes are the conformance
+// suite's (tests/conformance/test_network_conformance.cpp).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -90,35 +91,6 @@ TEST(Mlp, ForwardMatchesHandComputation) {
   net->inference(TensorView::matrix(x.data(), 1, 2), TensorView::matrix(y.data(), 1, 1));
   const double h0 = std::max(0.0, 1 * 0.5 - 1 * 0.25 + 0.1), h1 = std::max(0.0, 2 * 0.5 + 0.5 * 0.25 - 0.2);
   EXPECT_DOUBLE_EQ(y[0], 3 * h0 - 4 * h1 + 0.25);
-}
-
-TEST(Mlp, GradientModes) {
-  Pcg32 rng(7);
-  auto net = create_network(net_config("PortableMLP", 8, 2, "Tanh", "None"), 4, 3, kF64);
-  const int64_t batch = 9;
-  std::vector<double> params(net->n_params());
-  std::vector<float> init(net->n_params());
-  net->initialize_params(rng, init.data(), 1);
-  std::copy(init.begin(), init.end(), params.begin());
-  std::vector<double> grads(net->n_params(), 0.0);
-  auto pv = TensorView::vector(params.data(), params.size());
-  auto gv = TensorView::vector(grads.data(), grads.size());
-  net->set_params(pv, pv, gv);
-  auto x = random_vector(rng, batch * 4), dy = random_vector(rng, batch * 3);
-  std::vector<double> y(batch * 3);
-  auto xv = TensorView::matrix(x.data(), batch, 4), yv = TensorView::matrix(y.data(), batch, 3);
-  auto dyv = TensorView::matrix(dy.data(), batch, 3);
-  auto ctx = net->forward(xv, &yv);
-
-  net->backward(*ctx, xv, yv, dyv, nullptr, false, GradientMode::Overwrite);
-  const std::vector<double> once = grads;
-  net->backward(*ctx, xv, yv, dyv, nullptr, false, GradientMode::Accumulate);
-  for (size_t i = 0; i < grads.size(); ++i) EXPECT_NEAR(grads[i], 2 * once[i], 1e-12);
-  std::fill(grads.begin(), grads.end(), 123.0);
-  net->backward(*ctx, xv, yv, dyv, nullptr, false, GradientMode::Ignore);
-  for (double g : grads) EXPECT_EQ(g, 123.0);
-  net->backward(*ctx, xv, yv, dyv, nullptr, false, GradientMode::Overwrite);
-  EXPECT_EQ(grads, once);
 }
 
 TEST(Mlp, FloatAgreesWithDoubleReference) {

@@ -9,15 +9,15 @@
 #include <vector>
 
 #include "core/optimizer_config.h"
-#include "cpu/optimizers/optimizers.h"
 #include "tinyfuse/errors.h"
+#include "tinyfuse/factory.h"
 
 namespace tinyfuse {
 namespace {
 
 using Kind = ParamSegment::Kind;
 
-std::unique_ptr<Optimizer> make(const json& config) { return cpu::make_optimizer(config, "optimizer"); }
+std::unique_ptr<Optimizer> make(const json& config) { return create_optimizer(config); }
 
 ParamSegment seg(size_t offset, size_t count, Kind kind) {
   ParamSegment s;

@@ -1,6 +1,7 @@
 // BlasLtMLP (FP32) and BlasLtMLPFP16 against the CPU FP64 reference (PortableMLP in FP64 with the
 // same parameters): forward, inference, input and parameter gradients in every gradient mode,
-// strided views, batch 0, bitwise-repeatable launches, initialisation and argument checks.
+// strided views, bitwise-repeatable launches, initialisation and argument checks (batch 0 is the
+// conformance suite's, tests/conformance/).
 // Runs on the device machine; skips without a GPU.
 //
 // FP16 reference. Parameters, inputs and output gradients are rounded to FP16 first, and the FP64
@@ -327,28 +328,6 @@ TEST_F(BlasLtMlp, LargeBatch) {
   for (DType p : {DType::F32, DType::F16})
     for (const Shape& s : {Shape{64, 64, 2, 64}, Shape{128, 128, 2, 128}})
       for (const char* act : {"ReLU", "Tanh"}) check_case({p, s, act, "None", 65536, false, 99});
-}
-
-TEST_F(BlasLtMlp, BatchZero) {
-  for (DType p : {DType::F32, DType::F16}) {
-    SCOPED_TRACE(otype_for(p));
-    const Shape s{64, 64, 2, 64};
-    auto net = create_network(net_config(otype_for(p), s, "ReLU", "None"), s.in, s.out, kGpu);
-    const size_t n = net->n_params();
-    Buffer pbuf(Device::CUDA, n * dtype_size(p)), gbuf(Device::CUDA, n * dtype_size(p));
-    const TensorView pview = pbuf.vector(p, n), gview = gbuf.vector(p, n);
-    fill_tensor(pview, 0.25);
-    net->set_params(pview, pview, gview);
-    DeviceMatrix in(p, 0, s.in, false), out(p, 0, s.out, false), dy(p, 0, s.out, false), dx(p, 0, s.in, false);
-    net->inference(in.view, out.view);
-    auto ctx = net->forward(in.view, &out.view);
-    fill_tensor(gview, kNaN);
-    net->backward(*ctx, in.view, out.view, dy.view, &dx.view, false, GradientMode::Overwrite);
-    EXPECT_EQ(sum_tensor(gview), 0.0) << "Overwrite with an empty batch must zero the gradients";
-    fill_tensor(gview, 3.0);
-    net->backward(*ctx, in.view, out.view, dy.view, &dx.view, false, GradientMode::Accumulate);
-    EXPECT_EQ(sum_tensor(gview), 3.0 * n) << "Accumulate with an empty batch must leave the gradients";
-  }
 }
 
 TEST_F(BlasLtMlp, InitialisationAndLayoutMatchPortableMlp) {

@@ -1,6 +1,6 @@
 // FullyFusedMLP on CUDA (FP16 and BF16) against an FP64 reference: forward, inference, input and
 // parameter gradients in every gradient mode, every activation, widths 16/32/64/128, depths 1-3,
-// odd batch sizes, strided views, batch 0, bitwise-repeatable launches, layout and
+// odd batch sizes, strided views, bitwise-repeatable launches (batch 0: tests/conformance/), layout and
 // initialisation shared with the CPU network, argument checks, and 100 Trainer steps against the
 // CPU trainer. Runs on the device machine; skips without a GPU.
 //
@@ -395,28 +395,6 @@ TEST_F(FullyFusedMlp, WeightsStagedLayerByLayer) {
   // row has one, so rows are left as drawn. The emulation (see kKinkMargin) finds none on the
   // other side here, and a single one (about 3e-3 at 257 x 128) is well inside BF16's 1.6e-2.
   check_case({DType::BF16, {128, 128, 8, 16}, "ReLU", "Sigmoid", 257, false, 6, false});
-}
-
-TEST_F(FullyFusedMlp, BatchZero) {
-  for (DType p : {DType::F16, DType::BF16}) {
-    SCOPED_TRACE(precision_name(p));
-    const Shape s{64, 64, 2, 64};
-    auto net = create_network(net_config(s, "ReLU", "None", p), s.in, s.out, kGpu);
-    const size_t n = net->n_params();
-    Buffer pbuf(Device::CUDA, n * dtype_size(p)), gbuf(Device::CUDA, n * dtype_size(p));
-    const TensorView pview = pbuf.vector(p, n), gview = gbuf.vector(p, n);
-    fill_tensor(pview, 0.25);
-    net->set_params(pview, pview, gview);
-    DeviceMatrix in(p, 0, s.in, false), out(p, 0, s.out, false), dy(p, 0, s.out, false), dx(p, 0, s.in, false);
-    net->inference(in.view, out.view);
-    auto ctx = net->forward(in.view, &out.view);
-    fill_tensor(gview, kNaN);
-    net->backward(*ctx, in.view, out.view, dy.view, &dx.view, false, GradientMode::Overwrite);
-    EXPECT_EQ(sum_tensor(gview), 0.0) << "Overwrite with an empty batch must zero the gradients";
-    fill_tensor(gview, 3.0);
-    net->backward(*ctx, in.view, out.view, dy.view, &dx.view, false, GradientMode::Accumulate);
-    EXPECT_EQ(sum_tensor(gview), 3.0 * n) << "Accumulate with an empty batch must leave the gradients";
-  }
 }
 
 TEST_F(FullyFusedMlp, LayoutAndInitialisationMatchCpu) {

@@ -1,9 +1,9 @@
 // PortableMLP on CUDA against the CPU FP64 reference (same FP32 parameters and inputs, widened):
 // forward, inference, input and parameter gradients for several shapes, every activation (hidden
 // and output) and batch sizes around the kernels' tile edges, with every output poisoned (NaN)
-// first so an unwritten element fails; gradient modes, batch 0, bitwise repeatability, strided
-// views, inference parameters and the argument checks. Runs on the device machine; skips without
-// a GPU.
+// first so an unwritten element fails; strided views, inference parameters and the argument
+// checks (gradient modes, batch 0 and bitwise repeatability are the conformance suite's,
+// tests/conformance/). Runs on the device machine; skips without a GPU.
 //
 // Tolerance: relative L2 error <= 1e-5 per output, per input-gradient matrix and per parameter
 // segment (each W_l and b_l on its own). ReLU and LeakyReLU have a kink at 0 where FP32 and FP64
@@ -266,99 +266,6 @@ TEST_F(PortableMlpGpu, InitializationMatchesCpu) {
       }
     }
 }
-
-// --- gradient modes, batch 0, determinism -------------------------------------------------------
-
-TEST_F(PortableMlpGpu, GradientModes) {
-  // 17 rows: one batch chunk (the GEMM writes the gradient itself); 1000 and 65536: chunked sums.
-  for (int64_t batch : {17, 1000, 65536})
-    for (const Shape& s : {kShapes[0], kShapes[1], kShapes[4]}) {
-      SCOPED_TRACE(std::string(s.name) + " batch " + std::to_string(batch));
-      Pcg32 rng(77 + batch);
-      Pair net(s, "Tanh", "Softplus", rng);
-      DevMatrix xd = upload(random_f32_values(rng, static_cast<size_t>(batch) * s.in), batch, s.in);
-      DevMatrix dyd = upload(random_f32_values(rng, static_cast<size_t>(batch) * s.out), batch, s.out);
-      DevMatrix yd = dev_matrix(batch, s.out), dxd = dev_matrix(batch, s.in), dx2 = dev_matrix(batch, s.in);
-      auto ctx = net.gpu->forward(xd.view, &yd.view);
-      const int64_t n = static_cast<int64_t>(net.gpu->n_params());
-
-      net.gpu->backward(*ctx, xd.view, yd.view, dyd.view, &dxd.view, false, GradientMode::Overwrite);
-      const std::vector<float> once = download_f32(net.grads.view);
-      for (float v : once) ASSERT_TRUE(std::isfinite(v)) << "gradient element not written";
-
-      // Accumulate adds exactly the same sum once more: doubling is exact in FP32.
-      net.gpu->backward(*ctx, xd.view, yd.view, dyd.view, nullptr, false, GradientMode::Accumulate);
-      std::vector<float> twice = download_f32(net.grads.view);
-      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(twice[i], 2 * once[i]) << "element " << i;
-
-      // Accumulate onto arbitrary values: each element becomes fl(g0 + g).
-      std::vector<double> g0 = random_f32_values(rng, static_cast<size_t>(n), -3, 3);
-      copy_tensor(net.grads.view, TensorView::matrix(g0.data(), n, 1));
-      net.gpu->backward(*ctx, xd.view, yd.view, dyd.view, nullptr, false, GradientMode::Accumulate);
-      std::vector<float> acc = download_f32(net.grads.view);
-      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(acc[i], static_cast<float>(g0[i]) + once[i]) << "element " << i;
-
-      // Ignore leaves the gradients alone but still computes input gradients.
-      fill_tensor(net.grads.view, 123.0);
-      net.gpu->backward(*ctx, xd.view, yd.view, dyd.view, &dx2.view, false, GradientMode::Ignore);
-      for (float v : download_f32(net.grads.view)) ASSERT_EQ(v, 123.0f);
-      const auto dx_a = download_f32(dxd.view), dx_b = download_f32(dx2.view);
-      EXPECT_EQ(0, std::memcmp(dx_a.data(), dx_b.data(), dx_a.size() * sizeof(float)));
-
-      // A context-only forward (no output) gives the same gradients.
-      auto ctx2 = net.gpu->forward(xd.view, nullptr);
-      fill_tensor(net.grads.view, NAN);
-      net.gpu->backward(*ctx2, xd.view, yd.view, dyd.view, nullptr, false, GradientMode::Overwrite);
-      const std::vector<float> again = download_f32(net.grads.view);
-      EXPECT_EQ(0, std::memcmp(again.data(), once.data(), once.size() * sizeof(float)));
-    }
-}
-
-TEST_F(PortableMlpGpu, EmptyBatch) {
-  for (const Shape& s : kShapes) {
-    SCOPED_TRACE(s.name);
-    Pcg32 rng(3);
-    Pair net(s, "ReLU", "Sigmoid", rng);
-    DevMatrix x = dev_matrix(0, s.in), y = dev_matrix(0, s.out), dy = dev_matrix(0, s.out), dx = dev_matrix(0, s.in);
-    EXPECT_NO_THROW(net.gpu->inference(x.view, y.view));
-    auto ctx = net.gpu->forward(x.view, &y.view);
-    fill_tensor(net.grads.view, 5.0);
-    net.gpu->backward(*ctx, x.view, y.view, dy.view, &dx.view, false, GradientMode::Accumulate);
-    for (float v : download_f32(net.grads.view)) ASSERT_EQ(v, 5.0f) << "accumulating an empty batch adds nothing";
-    net.gpu->backward(*ctx, x.view, y.view, dy.view, &dx.view, false, GradientMode::Overwrite);
-    for (float v : download_f32(net.grads.view)) ASSERT_EQ(v, 0.0f) << "overwriting with an empty batch zeroes";
-  }
-}
-
-TEST_F(PortableMlpGpu, RepeatedRunsAreBitwiseIdentical) {
-  for (int64_t batch : {1000, 65536})
-    for (const Shape& s : {kShapes[0], kShapes[3], kShapes[4]}) {
-      SCOPED_TRACE(std::string(s.name) + " batch " + std::to_string(batch));
-      Pcg32 rng(11);
-      Pair net(s, "SiLU", "None", rng);
-      DevMatrix xd = upload(random_f32_values(rng, static_cast<size_t>(batch) * s.in), batch, s.in);
-      DevMatrix dyd = upload(random_f32_values(rng, static_cast<size_t>(batch) * s.out), batch, s.out);
-      std::vector<float> first[4];
-      for (int run = 0; run < 3; ++run) {
-        DevMatrix yd = dev_matrix(batch, s.out), yi = dev_matrix(batch, s.out), dxd = dev_matrix(batch, s.in);
-        fill_tensor(net.grads.view, NAN);
-        auto ctx = net.gpu->forward(xd.view, &yd.view);
-        net.gpu->inference(xd.view, yi.view);
-        net.gpu->backward(*ctx, xd.view, yd.view, dyd.view, &dxd.view, false, GradientMode::Overwrite);
-        std::vector<float> now[4] = {download_f32(yd.view), download_f32(yi.view), download_f32(dxd.view),
-                                     download_f32(net.grads.view)};
-        if (run == 0) {
-          for (int k = 0; k < 4; ++k) first[k] = now[k];
-          continue;
-        }
-        for (int k = 0; k < 4; ++k)
-          EXPECT_EQ(0, std::memcmp(first[k].data(), now[k].data(), first[k].size() * sizeof(float)))
-              << "run " << run << ", array " << k << " (output, inference, dL_dinput, gradients)";
-      }
-    }
-}
-
-// --- views, inference parameters, checks ------------------------------------------------------
 
 TEST_F(PortableMlpGpu, StridedViewsMatchDenseAndStayInTheirColumns) {
   for (int64_t batch : {1, 257, 5000})

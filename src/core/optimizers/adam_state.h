@@ -3,7 +3,6 @@
 // counters split so that every value is exact in a float.
 #pragma once
 
-#include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -35,12 +34,9 @@ inline void unpack_steps(const float* data, size_t n, uint32_t* steps) {
     steps[i] = static_cast<uint32_t>(data[2 * n + i]) | (static_cast<uint32_t>(data[3 * n + i]) << 16);
 }
 
-// After the common header checks (OptimizerBase::check_header): throws through who.state_error
-// unless the header's fields and data[0, size(n)) are an Adam state.
-inline void check_fields(const OptimizerBase& who, const json& header, const float* data) {
-  if (header_uint(who, header, "current_step") > UINT32_MAX) who.state_error("current_step does not fit 32 bits");
-  const double lr = header_number(who, header, "learning_rate");
-  if (lr < 0 || lr > FLT_MAX) who.state_error("learning_rate " + std::to_string(lr) + " is not a float >= 0");
+// After the header checks: throws through who.state_error unless data[0, size(n)) are an Adam
+// state's moments and step counters.
+inline void check_data(const OptimizerBase& who, const float* data) {
   const size_t n = who.n_params();
   for (size_t i = 0; i < 2 * n; ++i)
     if (!std::isfinite(data[i])) who.state_error("moment " + std::to_string(i) + " is not finite");

@@ -11,17 +11,17 @@
 #include <cmath>
 #include <memory>
 
-#include "core/optimizers/optimizer_base.h"
+#include "core/optimizers/wrapping_optimizer.h"
 
 namespace tinyfuse {
 
 template <typename Base>
-class ExponentialDecayOptimizer final : public Base {
- public:
-  using Maker = std::unique_ptr<Base> (*)(const OptimizerSpec&);
+class ExponentialDecayOptimizer final : public WrappingOptimizer<Base> {
+  using WrappingOptimizer<Base>::nested_;
 
-  ExponentialDecayOptimizer(const OptimizerSpec& spec, Maker make)
-      : Base(spec.path), spec_(spec), nested_(make(spec.nested.at(0))) {
+ public:
+  ExponentialDecayOptimizer(const OptimizerSpec& spec, typename WrappingOptimizer<Base>::Maker make)
+      : WrappingOptimizer<Base>(spec, make) {
     base_lr_ = nested_->learning_rate();
   }
 
@@ -38,15 +38,6 @@ class ExponentialDecayOptimizer final : public Base {
       base_lr_ = base;
     }
   }
-  uint32_t step_count() const override { return nested_->step_count(); }
-  bool has_inference_params() const override { return nested_->has_inference_params(); }
-  void write_inference_params(const TensorView& out) const override { nested_->write_inference_params(out); }
-
-  json hyperparams() const override {
-    json j = optimizer_spec_json(spec_);
-    j["nested"] = nested_->hyperparams();
-    return j;
-  }
 
   void plan_memory(MemoryPlan& plan, size_t n) const override { nested_->plan_memory(plan, n); }
 
@@ -59,7 +50,7 @@ class ExponentialDecayOptimizer final : public Base {
   void step(float loss_scale, const TensorView& master, const TensorView& params,
             const TensorView& gradients) override {
     if (!this->allocated()) throw Error(this->who() + ": step() called before allocate()");
-    const ExponentialDecaySpec& d = spec_.exponential_decay;
+    const ExponentialDecaySpec& d = this->spec_.exponential_decay;
     const uint32_t s = nested_->step_count();
     float factor = factor_;
     if (s == 0) factor = 1.0f;
@@ -97,8 +88,6 @@ class ExponentialDecayOptimizer final : public Base {
   }
 
  private:
-  OptimizerSpec spec_;
-  std::unique_ptr<Base> nested_;
   float base_lr_ = 0.0f;
   float factor_ = 1.0f;
 };

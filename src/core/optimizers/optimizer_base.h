@@ -22,6 +22,17 @@
 
 namespace tinyfuse {
 
+// The checked arguments of step(): contiguous arrays of n elements on the optimizer's device.
+struct StepArgs {
+  float* master = nullptr;
+  void* params = nullptr;  // null when the params view is the master buffer itself
+  DType params_dtype = DType::F32;
+  const void* gradients = nullptr;
+  DType gradients_dtype = DType::F32;
+  size_t n = 0;
+  Stream stream = nullptr;  // master's: where a GPU step queues its work
+};
+
 // load_state() checks the whole state (nested optimizers included) before changing anything,
 // so a rejected state leaves the optimizer as it was.
 class OptimizerBase : public Optimizer {
@@ -69,6 +80,11 @@ class OptimizerBase : public Optimizer {
   // Checks the common fields of a state header: an object of our otype and parameter count, and
   // that `size` floats are what this optimizer stores.
   inline void check_header(const json& header, size_t size) const;
+
+  // Checks that allocate() was called and the arguments of step() fit (ShapeError / Error naming
+  // the optimizer); returns them as arrays.
+  inline StepArgs begin_step(float loss_scale, const TensorView& master, const TensorView& params,
+                             const TensorView& gradients) const;
 
   const std::string path_;
 
@@ -154,6 +170,21 @@ inline bool check_step_views(const OptimizerBase& who, float loss_scale, const T
   if (alias && who.n_params() > 0 && params.dtype != DType::F32)
     throw ShapeError(who.who() + ": params (" + params.describe() + ") shares memory with the f32 master weights");
   return alias;
+}
+
+inline StepArgs OptimizerBase::begin_step(float loss_scale, const TensorView& master, const TensorView& params,
+                                          const TensorView& gradients) const {
+  if (!allocated()) throw Error(who() + ": step() called before allocate()");
+  const bool alias = check_step_views(*this, loss_scale, master, params, gradients);
+  StepArgs a;
+  a.n = n_params();
+  a.master = static_cast<float*>(master.data);
+  a.params_dtype = params.dtype;
+  a.params = alias ? nullptr : params.data;
+  a.gradients = gradients.data;
+  a.gradients_dtype = gradients.dtype;
+  a.stream = master.stream;
+  return a;
 }
 
 // Elements [offset, offset + count) of a contiguous view, as a 1-D view.

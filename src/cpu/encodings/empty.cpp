@@ -1,6 +1,5 @@
 #include "cpu/encodings/empty.h"
 
-#include "core/encodings/basic_config.h"
 #include "cpu/encodings/cpu_encoding.h"
 
 namespace tinyfuse::cpu {
@@ -22,12 +21,11 @@ class EmptyEncoding final : public RowwiseEncoding<T> {
 }  // namespace
 
 template <typename T>
-std::unique_ptr<Encoding> make_empty_encoding(const json& config, const std::string& path, uint32_t n_dims) {
-  parse_empty_config(config, path);
+std::unique_ptr<Encoding> make_empty_encoding(uint32_t n_dims) {
   return std::make_unique<EmptyEncoding<T>>(n_dims);
 }
 
-template std::unique_ptr<Encoding> make_empty_encoding<float>(const json&, const std::string&, uint32_t);
-template std::unique_ptr<Encoding> make_empty_encoding<double>(const json&, const std::string&, uint32_t);
+template std::unique_ptr<Encoding> make_empty_encoding<float>(uint32_t);
+template std::unique_ptr<Encoding> make_empty_encoding<double>(uint32_t);
 
 }  // namespace tinyfuse::cpu

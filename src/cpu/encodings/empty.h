@@ -3,13 +3,12 @@
 #pragma once
 
 #include <memory>
-#include <string>
 
 #include "tinyfuse/encoding.h"
 
 namespace tinyfuse::cpu {
 
 template <typename T>
-std::unique_ptr<Encoding> make_empty_encoding(const json& config, const std::string& path, uint32_t n_dims);
+std::unique_ptr<Encoding> make_empty_encoding(uint32_t n_dims);
 
 }  // namespace tinyfuse::cpu

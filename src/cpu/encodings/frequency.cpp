@@ -40,12 +40,11 @@ class FrequencyEncoding final : public RowwiseEncoding<T> {
 }  // namespace
 
 template <typename T>
-std::unique_ptr<Encoding> make_frequency_encoding(const json& config, const std::string& path, uint32_t n_dims) {
-  const FrequencySpec spec = parse_frequency_config(config, path);
+std::unique_ptr<Encoding> make_frequency_encoding(const FrequencySpec& spec, uint32_t n_dims) {
   return std::make_unique<FrequencyEncoding<T>>(n_dims, spec.n_frequencies);
 }
 
-template std::unique_ptr<Encoding> make_frequency_encoding<float>(const json&, const std::string&, uint32_t);
-template std::unique_ptr<Encoding> make_frequency_encoding<double>(const json&, const std::string&, uint32_t);
+template std::unique_ptr<Encoding> make_frequency_encoding<float>(const FrequencySpec&, uint32_t);
+template std::unique_ptr<Encoding> make_frequency_encoding<double>(const FrequencySpec&, uint32_t);
 
 }  // namespace tinyfuse::cpu

@@ -3,13 +3,13 @@
 #pragma once
 
 #include <memory>
-#include <string>
 
+#include "core/encodings/basic_config.h"
 #include "tinyfuse/encoding.h"
 
 namespace tinyfuse::cpu {
 
 template <typename T>
-std::unique_ptr<Encoding> make_frequency_encoding(const json& config, const std::string& path, uint32_t n_dims);
+std::unique_ptr<Encoding> make_frequency_encoding(const FrequencySpec& spec, uint32_t n_dims);
 
 }  // namespace tinyfuse::cpu

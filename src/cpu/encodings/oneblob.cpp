@@ -38,12 +38,11 @@ class OneBlobEncoding final : public RowwiseEncoding<T> {
 }  // namespace
 
 template <typename T>
-std::unique_ptr<Encoding> make_oneblob_encoding(const json& config, const std::string& path, uint32_t n_dims) {
-  const OneBlobSpec spec = parse_oneblob_config(config, path);
+std::unique_ptr<Encoding> make_oneblob_encoding(const OneBlobSpec& spec, uint32_t n_dims) {
   return std::make_unique<OneBlobEncoding<T>>(n_dims, spec.n_bins);
 }
 
-template std::unique_ptr<Encoding> make_oneblob_encoding<float>(const json&, const std::string&, uint32_t);
-template std::unique_ptr<Encoding> make_oneblob_encoding<double>(const json&, const std::string&, uint32_t);
+template std::unique_ptr<Encoding> make_oneblob_encoding<float>(const OneBlobSpec&, uint32_t);
+template std::unique_ptr<Encoding> make_oneblob_encoding<double>(const OneBlobSpec&, uint32_t);
 
 }  // namespace tinyfuse::cpu

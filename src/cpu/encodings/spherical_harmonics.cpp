@@ -43,12 +43,11 @@ class SphericalHarmonicsEncoding final : public RowwiseEncoding<T> {
 }  // namespace
 
 template <typename T>
-std::unique_ptr<Encoding> make_spherical_harmonics_encoding(const json& config, const std::string& path, uint32_t n_dims) {
-  const SphericalHarmonicsSpec spec = parse_spherical_harmonics_config(config, path, n_dims);
+std::unique_ptr<Encoding> make_spherical_harmonics_encoding(const SphericalHarmonicsSpec& spec) {
   return std::make_unique<SphericalHarmonicsEncoding<T>>(spec.degree);
 }
 
-template std::unique_ptr<Encoding> make_spherical_harmonics_encoding<float>(const json&, const std::string&, uint32_t);
-template std::unique_ptr<Encoding> make_spherical_harmonics_encoding<double>(const json&, const std::string&, uint32_t);
+template std::unique_ptr<Encoding> make_spherical_harmonics_encoding<float>(const SphericalHarmonicsSpec&);
+template std::unique_ptr<Encoding> make_spherical_harmonics_encoding<double>(const SphericalHarmonicsSpec&);
 
 }  // namespace tinyfuse::cpu

@@ -37,12 +37,11 @@ class TriangleWaveEncoding final : public RowwiseEncoding<T> {
 }  // namespace
 
 template <typename T>
-std::unique_ptr<Encoding> make_triangle_wave_encoding(const json& config, const std::string& path, uint32_t n_dims) {
-  const TriangleWaveSpec spec = parse_triangle_wave_config(config, path);
+std::unique_ptr<Encoding> make_triangle_wave_encoding(const TriangleWaveSpec& spec, uint32_t n_dims) {
   return std::make_unique<TriangleWaveEncoding<T>>(n_dims, spec.n_frequencies);
 }
 
-template std::unique_ptr<Encoding> make_triangle_wave_encoding<float>(const json&, const std::string&, uint32_t);
-template std::unique_ptr<Encoding> make_triangle_wave_encoding<double>(const json&, const std::string&, uint32_t);
+template std::unique_ptr<Encoding> make_triangle_wave_encoding<float>(const TriangleWaveSpec&, uint32_t);
+template std::unique_ptr<Encoding> make_triangle_wave_encoding<double>(const TriangleWaveSpec&, uint32_t);
 
 }  // namespace tinyfuse::cpu

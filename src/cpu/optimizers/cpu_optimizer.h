@@ -1,6 +1,6 @@
 // What the CPU optimizers share: a base class (the device-neutral OptimizerBase on the CPU) and
-// the checked arguments of step() as host pointers. The matrix / non-matrix layout and the
-// state-header helpers are device-neutral (core/optimizers/optimizer_base.h).
+// the element types of step()'s arguments. The checked arguments, the matrix / non-matrix layout
+// and the state-header helpers are device-neutral (core/optimizers/optimizer_base.h).
 #pragma once
 
 #include <cstdint>
@@ -28,27 +28,9 @@ class CpuOptimizer : public OptimizerBase {
 std::unique_ptr<CpuOptimizer> make_cpu_optimizer(const OptimizerSpec& spec);
 std::unique_ptr<CpuOptimizer> make_adam(const OptimizerSpec& spec);
 std::unique_ptr<CpuOptimizer> make_sgd(const OptimizerSpec& spec);
-std::unique_ptr<CpuOptimizer> make_exponential_decay(const OptimizerSpec& spec);
 std::unique_ptr<CpuOptimizer> make_ema(const OptimizerSpec& spec);
-std::unique_ptr<CpuOptimizer> make_composite(const OptimizerSpec& spec);
 
 // ---- step() arguments --------------------------------------------------------------------
-
-// The checked arguments of step(): contiguous CPU arrays of n elements.
-struct StepArgs {
-  float* master = nullptr;
-  void* params = nullptr;  // null when the params view is the master buffer itself
-  DType params_dtype = DType::F32;
-  const void* gradients = nullptr;
-  DType gradients_dtype = DType::F32;
-  size_t n = 0;
-};
-
-// Throws ShapeError / Error naming `who` when the views or loss_scale do not fit.
-StepArgs check_step_args(const CpuOptimizer& who, float loss_scale, const TensorView& master,
-                         const TensorView& params, const TensorView& gradients);
-// Checks a view the optimizer writes n model-dtype values into (f32 or f64, contiguous, CPU).
-void check_output_view(const CpuOptimizer& who, const char* what, const TensorView& v);
 
 // Calls fn(P* params, const G* gradients) with the arguments' element types; params is a null
 // float* when they alias the master weights.

@@ -1,16 +1,16 @@
 // What every CUDA encoding shares: FP32 inputs on the device; features written as F32 or F16
 // (set_output_dtype) into any row-strided view, so that a network's input buffer or a Composite's
-// column slice is written in place; tiny-cuda-nn's finer padding control (as the CPU backend's
-// CpuEncoding, so a Composite lays its parts out the same way); and the checks of the views.
+// column slice is written in place; tiny-cuda-nn's finer padding control (core's
+// PaddableEncoding, so a Composite lays its parts out as on the CPU); and the checks of the views.
 #pragma once
 
 #include <cstdint>
 
-#include "tinyfuse/encoding.h"
+#include "core/encodings/paddable_encoding.h"
 
 namespace tinyfuse::cuda {
 
-class GpuEncoding : public Encoding {
+class GpuEncoding : public PaddableEncoding {
  public:
   Device device() const override { return Device::CUDA; }
   DType input_dtype() const override { return DType::F32; }
@@ -20,12 +20,6 @@ class GpuEncoding : public Encoding {
 
   // F32 or F16.
   void set_output_dtype(DType dtype) override;
-  // Pads to exactly `width` >= output_width() (tiny-cuda-nn's set_padded_output_width).
-  virtual void set_padded_output_width(uint32_t width) = 0;
-  // Where this encoding's output may start inside a concatenation (tiny-cuda-nn's
-  // required_output_alignment).
-  virtual uint32_t required_output_alignment() const { return 1; }
-  void set_alignment(uint32_t alignment) override;
 
  protected:
   // input: (any, input_width()) F32 on CUDA, features adjacent (rows may be further apart).
@@ -38,9 +32,5 @@ class GpuEncoding : public Encoding {
  private:
   DType output_dtype_ = DType::F32;
 };
-
-// required_output_alignment() of any CUDA encoding: GpuEncodings say it; for others it is their
-// "n_features_per_level" hyperparameter if they have one (grids), else 1.
-uint32_t required_output_alignment(const Encoding& encoding);
 
 }  // namespace tinyfuse::cuda

@@ -2,8 +2,8 @@
 // Frequency, TriangleWave, OneBlob, SphericalHarmonics, Empty). An Op encodes one group of
 // `group_inputs` adjacent input dims (1, or 3 for SphericalHarmonics) into `group_outputs`
 // adjacent features with the shared math; this class runs it with one thread per (row, group),
-// writes the padding (ones, after the features or, for SphericalHarmonics, before them) and
-// handles dtypes, strides and checks. Input gradients need no forward state, so forward() keeps
+// writes the padding (core's ParameterFreeEncoding says where) and handles dtypes, strides and
+// checks. Input gradients need no forward state, so forward() keeps
 // none. Op provides, in float:
 //   template <class Out> __device__ void encode(const float* x, Out out) const;
 //   template <class In> __device__ void backward(const float* x, In dL_dout, float* dx) const;
@@ -14,6 +14,7 @@
 #include <string>
 #include <type_traits>
 
+#include "core/encodings/parameter_free_encoding.h"
 #include "cuda/common.cuh"
 #include "cuda/encodings/feature_access.cuh"
 #include "cuda/encodings/gpu_encoding.h"
@@ -56,36 +57,18 @@ __global__ void rowwise_backward_kernel(Op op, int64_t batch, uint32_t n_groups,
 }
 
 template <typename Op>
-class RowwiseGpuEncoding final : public GpuEncoding {
+class RowwiseGpuEncoding final : public ParameterFreeEncoding<GpuEncoding> {
  public:
   // The n_inputs dims are encoded in groups of group_inputs (none when group_outputs is 0).
   RowwiseGpuEncoding(std::string name, Op op, uint32_t n_inputs, uint32_t group_inputs, uint32_t group_outputs,
                      bool pad_in_front, json hyperparams)
-      : name_(std::move(name)),
+      : ParameterFreeEncoding<GpuEncoding>(std::move(name), n_inputs,
+                                           (group_outputs == 0 ? 0 : n_inputs / group_inputs) * group_outputs,
+                                           pad_in_front, std::move(hyperparams)),
         op_(op),
-        n_in_(n_inputs),
         n_groups_(group_outputs == 0 ? 0 : n_inputs / group_inputs),
         group_in_(group_inputs),
-        group_out_(group_outputs),
-        pad_in_front_(pad_in_front),
-        hyperparams_(std::move(hyperparams)) {}
-
-  uint32_t input_width() const override { return n_in_; }
-  uint32_t output_width() const override { return n_groups_ * group_out_; }
-  uint32_t padded_output_width() const override { return output_width() + n_pad_; }
-  size_t n_params() const override { return 0; }
-  std::vector<ParamSegment> param_segments() const override { return {}; }
-  void set_params(const TensorView&, const TensorView&, const TensorView&) override {}
-  void initialize_params(Pcg32&, float*, float) override {}
-  json hyperparams() const override { return hyperparams_; }
-  std::string name() const override { return name_; }
-
-  void set_padded_output_width(uint32_t width) override {
-    if (width < output_width())
-      throw ShapeError(name_ + ": padded output width " + std::to_string(width) + " is below its output width " +
-                       std::to_string(output_width()));
-    n_pad_ = width - output_width();
-  }
+        group_out_(group_outputs) {}
 
   void inference(const TensorView& input, const TensorView& output) override {
     check_input(input);
@@ -113,7 +96,7 @@ class RowwiseGpuEncoding final : public GpuEncoding {
       if (input_width() > 0) fill_tensor(zero, 0.0);
       return;
     }
-    const uint32_t first = pad_in_front_ ? n_pad_ : 0;
+    const uint32_t first = first_feature();
     auto launch = [&](auto* g) {
       using T = std::remove_const_t<std::remove_pointer_t<decltype(g)>>;
       rowwise_backward_kernel<Op, T><<<blocks_for(batch * n_groups_), kThreadsPerBlock, 0, stream>>>(
@@ -129,26 +112,24 @@ class RowwiseGpuEncoding final : public GpuEncoding {
   void encode(const TensorView& input, const TensorView& output) const {
     const int64_t batch = input.rows();
     check_features(output, "output", batch);
-    const uint32_t per_row = n_groups_ + (n_pad_ > 0 ? 1u : 0u);
+    const uint32_t n_pad = padding();
+    const uint32_t per_row = n_groups_ + (n_pad > 0 ? 1u : 0u);
     if (batch == 0 || per_row == 0) return;
-    const uint32_t first = pad_in_front_ ? n_pad_ : 0, pad_begin = pad_in_front_ ? 0 : output_width();
+    const uint32_t first = first_feature(), pad_begin = padding_begin();
     const gpuStream_t stream = stream_of(input);
     auto launch = [&](auto* y) {
       using T = std::remove_pointer_t<decltype(y)>;
       rowwise_encode_kernel<Op, T><<<blocks_for(batch * per_row), kThreadsPerBlock, 0, stream>>>(
           op_, batch, n_groups_, group_in_, group_out_, input.ptr<float>(), input.strides[0], y, output.strides[0], first,
-          pad_begin, n_pad_);
+          pad_begin, n_pad);
       TF_GPU_CHECK_LAUNCH("encoding forward");
     };
     if (output_dtype() == DType::F16) launch(static_cast<__half*>(output.data));
     else launch(static_cast<float*>(output.data));
   }
 
-  std::string name_;
   Op op_;
-  uint32_t n_in_, n_groups_, group_in_, group_out_, n_pad_ = 0;
-  bool pad_in_front_;
-  json hyperparams_;
+  uint32_t n_groups_, group_in_, group_out_;
 };
 
 }  // namespace tinyfuse::cuda

@@ -1,5 +1,5 @@
-// What the GPU optimizers share: a base class (the device-neutral OptimizerBase on CUDA/HIP),
-// the checked arguments of step() as device pointers, and state transfers.
+// What the GPU optimizers share: a base class (the device-neutral OptimizerBase on CUDA/HIP) and
+// state transfers. The checked arguments of step() (StepArgs, begin_step) are core's.
 //
 // Streams: step() queues its kernels on the stream of the `master` view and never waits.
 // allocate(), state_data() and load_state() are rare and synchronous: they first wait for all
@@ -22,20 +22,6 @@ class GpuOptimizer : public OptimizerBase {
   Device device() const override { return Device::CUDA; }
 
  protected:
-  // The checked arguments of step(): contiguous device arrays of n elements.
-  struct StepArgs {
-    float* master = nullptr;
-    void* params = nullptr;  // null when the params view is the master buffer itself
-    DType params_dtype = DType::F32;
-    const void* gradients = nullptr;
-    DType gradients_dtype = DType::F32;
-    size_t n = 0;
-    Stream stream = nullptr;  // master's
-  };
-  // Checks allocate() was called and the arguments fit (ShapeError / Error naming the optimizer).
-  StepArgs begin_step(float loss_scale, const TensorView& master, const TensorView& params,
-                      const TensorView& gradients);
-
   // Device <-> host copies of optimizer state, and zeroing (for allocate()); see above.
   void download(void* host, const void* device, size_t bytes) const;
   void upload(void* device, const void* host, size_t bytes) const;

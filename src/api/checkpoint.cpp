@@ -10,9 +10,9 @@
 #include <map>
 #include <set>
 
+#include "api/factory_internal.h"
 #include "core/atomic_file.h"
 #include "core/checkpoint_bytes.h"
-#include "core/factory_internal.h"
 #include "core/file_read.h"
 #include "core/host_memory.h"
 #include "core/json_text.h"

@@ -1,17 +1,21 @@
 // Turning JSON configs into objects of the requested backend. The rules of each otype are
-// checked in core/*_config.cpp; this file only dispatches to a backend.
+// checked in core/*_config.cpp, which devices run it is the otype table's (core/otypes.h); this
+// file only dispatches to a backend. It stands above the backends: the one place that includes
+// their headers.
 #include "tinyfuse/factory.h"
 
+#include "api/factory_internal.h"
 #include "core/config_limits.h"
 #include "core/config_reader.h"
-#include "core/factory_internal.h"
 #include "core/loss_config.h"
 #include "core/network_config.h"
 #include "core/network_with_input_encoding.h"
+#include "core/optimizer_config.h"
+#include "core/otypes.h"
 #include "cpu/encodings/make_encoding.h"
 #include "cpu/losses.h"
 #include "cpu/mlp.h"
-#include "cpu/optimizers/optimizers.h"
+#include "cpu/optimizers/cpu_optimizer.h"
 #ifdef TINYFUSE_WITH_CUDA
 #include "cuda/backend.h"
 #include "cuda/encodings/make_encoding.h"
@@ -27,14 +31,9 @@ void check_cpu_precision(const BuildOptions& o) {
                       "f32, f64");
 }
 
+// A device this build has no backend for (the otype table says why).
 [[noreturn]] void no_backend(const std::string& what, Device device) {
-  throw ConfigError(what, "\"" + to_string(device) + "\"",
-#ifdef TINYFUSE_WITH_CUDA
-                    "this kind of object has no CUDA implementation in this version",
-#else
-                    "this build has no CUDA backend (configure with -DTINYFUSE_CUDA=ON)",
-#endif
-                    "cpu");
+  throw ConfigError(what, "\"" + to_string(device) + "\"", backend_missing_reason(device), "cpu");
 }
 
 json network_hyperparams(const MlpSpec& s) {
@@ -96,7 +95,7 @@ std::unique_ptr<Encoding> create_encoding(const json& config, uint32_t n_input_d
 #endif
   if (options.device != Device::CPU) {
     read_otype(config.is_object() && !config.contains("otype") ? json{{"otype", "OneBlob"}} : config, "encoding",
-               cpu::encoding_otypes());
+               otype_names(ObjectKind::Encoding));
     no_backend("encoding.otype", options.device);
   }
   check_cpu_precision(options);
@@ -121,10 +120,10 @@ std::unique_ptr<Optimizer> create_optimizer(const json& config, const BuildOptio
   UnknownKeySink keys(options.ignored_keys);
   check_section_config_limits(config, "optimizer");
 #ifdef TINYFUSE_WITH_CUDA
-  if (options.device == Device::CUDA) return cuda::make_optimizer(config, "optimizer");
+  if (options.device == Device::CUDA) return cuda::make_optimizer(parse_optimizer_config(config, "optimizer"));
 #endif
   if (options.device != Device::CPU) no_backend("optimizer.otype", options.device);
-  return cpu::make_optimizer(config, "optimizer");
+  return cpu::make_cpu_optimizer(parse_optimizer_config(config, "optimizer"));
 }
 
 std::unique_ptr<DifferentiableObject> create_network_with_input_encoding(uint32_t n_input_dims, uint32_t n_output_dims,
@@ -172,9 +171,9 @@ Model create_from_config(uint32_t n_input_dims, uint32_t n_output_dims, const js
   return m;
 }
 
-std::vector<std::string> network_otypes() { return network_otypes_on(Device::CPU); }
-std::vector<std::string> encoding_otypes() { return cpu::encoding_otypes(); }
-std::vector<std::string> loss_otypes() { return loss_names(); }
-std::vector<std::string> optimizer_otypes() { return {"Adam", "SGD", "ExponentialDecay", "EMA", "Composite"}; }
+std::vector<std::string> network_otypes() { return otype_names_built_on(ObjectKind::Network, Device::CPU); }
+std::vector<std::string> encoding_otypes() { return otype_names_built_on(ObjectKind::Encoding, Device::CPU); }
+std::vector<std::string> loss_otypes() { return otype_names_built_on(ObjectKind::Loss, Device::CPU); }
+std::vector<std::string> optimizer_otypes() { return otype_names_built_on(ObjectKind::Optimizer, Device::CPU); }
 
 }  // namespace tinyfuse
