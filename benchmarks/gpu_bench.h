@@ -9,6 +9,7 @@
 #include <string>
 
 #include "mlp_bench.h"
+#include "tinyfuse/fused_kernel_options.h"
 #include "timing.h"
 
 namespace tinyfuse::bench {
@@ -44,7 +45,8 @@ int rotation_buffers(size_t bytes_per_run);
 class GpuBench {
  public:
   // Throws std::runtime_error when there is no usable GPU.
-  explicit GpuBench(uint64_t seed = 1337);
+  // fused_kernels: the FullyFusedMLP kernels its networks may run (BuildOptions::fused_kernels).
+  explicit GpuBench(uint64_t seed = 1337, FusedKernelOptions fused_kernels = {});
   ~GpuBench();
   GpuBench(const GpuBench&) = delete;
   GpuBench& operator=(const GpuBench&) = delete;

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "tinyfuse/encoding.h"
+#include "tinyfuse/fused_kernel_options.h"
 #include "tinyfuse/loss.h"
 #include "tinyfuse/network.h"
 #include "tinyfuse/optimizer.h"
@@ -16,6 +17,7 @@ struct BuildOptions {
   // Compute precision of CPU objects: F32 (default) or F64, the reference mode used by tests.
   // GPU objects take their precision from their otype.
   DType cpu_precision = DType::F32;
+  FusedKernelOptions fused_kernels{};
 };
 
 std::unique_ptr<Network> create_network(const json& config, uint32_t n_input_dims,

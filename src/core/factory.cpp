@@ -50,6 +50,7 @@ json network_hyperparams(const MlpSpec& s) {
 std::unique_ptr<Network> create_network(const json& config, uint32_t n_input_dims, uint32_t n_output_dims,
                                         const BuildOptions& options) {
   MlpSpec spec = parse_network_config(config, n_input_dims, n_output_dims, options.device);
+  spec.fused_kernels = options.fused_kernels;
 #ifdef TINYFUSE_WITH_CUDA
   if (options.device == Device::CUDA) return cuda::make_network(spec, network_hyperparams(spec));
 #endif

@@ -144,6 +144,8 @@ class NetworkWithInputEncoding final : public DifferentiableObject {
   }
   std::string name() const override { return "NetworkWithInputEncoding"; }
 
+  const Network& network() const { return *network_; }
+
  private:
   TensorView head(const TensorView& t) const {
     if (t.data == nullptr) return t;
@@ -178,6 +180,11 @@ class NetworkWithInputEncoding final : public DifferentiableObject {
 };
 
 }  // namespace
+
+const Network* network_inside(const DifferentiableObject& object) {
+  const auto* nwie = dynamic_cast<const NetworkWithInputEncoding*>(&object);
+  return nwie ? &nwie->network() : nullptr;
+}
 
 std::unique_ptr<DifferentiableObject> make_network_with_input_encoding(std::shared_ptr<Encoding> encoding,
                                                                        std::shared_ptr<Network> network) {

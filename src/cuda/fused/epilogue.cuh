@@ -1,4 +1,4 @@
-// How the streaming kernels (stream_kernel.cuh: mma.sync; wgmma_kernel.cuh: Hopper warpgroup
+// How the pipelined kernels (pipelined/forward_kernel.cuh: mma.sync; wgmma_kernel.cuh: Hopper warpgroup
 // products) turn a layer's FP32 accumulators into the values launch.h's semantics store: the same
 // rounding points as fused_forward_kernel, so every kernel gives the same values bit for bit.
 #pragma once
@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "cuda/fused/kernel_common.cuh"
-#include "cuda/fused/mma.cuh"
+#include "cuda/primitives/mma.cuh"
 
 namespace tinyfuse::cuda::fused {
 

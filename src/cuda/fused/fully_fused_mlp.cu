@@ -1,16 +1,17 @@
-// FullyFusedMLP on CUDA: the Network around the fused kernels (launch.h states their semantics).
+// FullyFusedMLP on CUDA: the Network around the fused kernels (launch.h states their semantics;
+// plan.h chooses which kernel runs each pass, and this class asks it once per batch and layout).
 //
-//   inference()  one fused forward kernel: input -> output, nothing else touches memory.
-//   forward()    the same kernel, also writing what backward() needs into the context: every
-//                hidden layer's y (the next layer's input) and z where act' cannot be read from y
+//   inference()  one kernel: input -> output, nothing else touches memory.
+//   forward()    one kernel, also writing what backward() needs into the context: every hidden
+//                layer's y (the next layer's input) and z where act' cannot be read from y
 //                (hidden activations other than None / ReLU / LeakyReLU; the output layer's z
 //                unless its activation is None).
-//   backward()   one fused backward kernel (dL/dinput and, for parameter gradients, every layer's
-//                dZ), then per layer the deterministic split-K weight-gradient kernel
-//                dW = dZ^T X (weight_grad.cu).
-//   forward_with_loss / forward_backward_with_loss (the Trainer's): the L2 loss folded into the
-//                training forward, and the whole pass as one kernel (stream_launch.h) where the
-//                shape allows; the default calls otherwise.
+//   backward()   one kernel for dL/dinput and, for parameter gradients, every layer's dZ, then the
+//                deterministic split-K weight-gradient kernels dW = dZ^T X (weight_grad/); or, where
+//                the planner has one, a kernel that forms the weight gradients itself.
+//   forward_with_loss / forward_backward_with_loss (the Trainer's): the built-in L2 loss folded
+//                into the training forward, and the whole pass as one kernel, where the planner
+//                has a kernel for them; the default calls otherwise.
 //
 // The kernels need 16-byte aligned matrices with row strides of a multiple of 8 elements; views
 // that are not (a column slice starting mid-row, say) are staged through aligned scratch with one
@@ -23,13 +24,13 @@
 #include <string>
 #include <vector>
 
+#include <stdexcept>
+
 #include "core/mlp_base.h"
-#include "cuda/backend.h"
+#include "core/network_with_input_encoding.h"
 #include "cuda/common.cuh"
 #include "cuda/fused/launch.h"
-#if !defined(TINYFUSE_WITH_HIP)
-#include "cuda/fused/stream_launch.h"
-#endif
+#include "cuda/fused/plan.h"
 #include "tinyfuse/buffer.h"
 #include "tinyfuse/errors.h"
 
@@ -112,36 +113,43 @@ class FullyFusedMlp final : public MlpBase {
 
   void inference(const TensorView& input, const TensorView& output) override {
     check_io(input, &output);
-    run_forward(input, inference_params_, nullptr, &output);
+    run_forward(fused::FusedPass::Inference, input, inference_params_, nullptr, &output);
   }
 
   std::unique_ptr<Context> forward(const TensorView& input, const TensorView* output, bool use_inference_params,
                                    bool /*prepare_input_gradients*/) override {
     check_io(input, output);
     auto ctx = std::make_unique<FusedContext<T>>();
-    run_forward(input, use_inference_params ? inference_params_ : params_, ctx.get(), output);
+    run_forward(fused::FusedPass::TrainingForward, input, use_inference_params ? inference_params_ : params_, ctx.get(),
+                output);
     return ctx;
   }
 
-  // The loss evaluated by the training forward's kernel where it can (launch.h, ForwardArgs::Loss):
-  // the output is then not written (backward() never reads it). Anything it cannot take in place
-  // goes the default way, forward() then the loss, which also reports bad arguments.
+  // The loss evaluated by the training forward's kernel where the planner has one (launch.h,
+  // ForwardArgs::Loss): the output is then not written (backward() never reads it). Anything it
+  // cannot take in place goes the default way, forward() then the loss, which also reports bad
+  // arguments.
   std::unique_ptr<Context> forward_with_loss(const TensorView& input, const TensorView& output, const Loss& loss,
                                              float loss_scale, const TensorView& target, const TensorView& values,
                                              const TensorView& gradients, const TensorView* data_pdf) override {
-    if (!data_pdf)
+    if (!data_pdf) {
       if (auto ctx = forward_folding_loss(input, loss, loss_scale, target, values, gradients)) return ctx;
+    } else {
+      plans_.ran_without_plan(fused::FusedPass::ForwardWithLoss);
+    }
     return Network::forward_with_loss(input, output, loss, loss_scale, target, values, gradients, data_pdf);
   }
 
-  // The whole pass in one kernel where it applies (stream_launch.h, launch_fused_train_step):
-  // the output and the loss gradients are then not written. Otherwise the default two calls,
-  // which also report bad arguments.
+  // The whole pass in one kernel where the planner has one: the output and the loss gradients are
+  // then not written. Otherwise the default two calls, which also report bad arguments.
   void forward_backward_with_loss(const TensorView& input, const TensorView& output, const Loss& loss, float loss_scale,
                                   const TensorView& target, const TensorView& values, const TensorView& gradients,
                                   const TensorView* data_pdf, GradientMode mode) override {
-    if (!data_pdf && mode != GradientMode::Ignore && train_step_in_one_kernel(input, loss, loss_scale, target, values, mode))
-      return;
+    if (!data_pdf && mode != GradientMode::Ignore) {
+      if (train_step_in_one_kernel(input, loss, loss_scale, target, values, mode)) return;
+    } else {
+      plans_.ran_without_plan(fused::FusedPass::TrainStep);
+    }
     Network::forward_backward_with_loss(input, output, loss, loss_scale, target, values, gradients, data_pdf, mode);
   }
 
@@ -169,8 +177,17 @@ class FullyFusedMlp final : public MlpBase {
     }
     const bool param_grads = mode != GradientMode::Ignore;
     if (!param_grads && !dL_dinput) return;
-    if (param_grads && !dL_dinput && backward_with_fused_weight_grads(*ctx, input, dL_doutput, use_inference_params, mode))
-      return;
+    const T* weights = use_inference_params ? inference_params_ : params_;
+    if (param_grads && !dL_dinput) {
+      if (backward_with_fused_weight_grads(*ctx, input, dL_doutput, weights, mode)) return;
+    } else {
+      plans_.ran_without_plan(fused::FusedPass::BackwardWeightGrads);
+    }
+
+    fused::CallLayout layout;
+    layout.dL_dinput = dL_dinput != nullptr;
+    layout.dz = param_grads;
+    const fused::FusedPlan& plan = plan_of(fused::FusedPass::Backward, batch, layout);
 
     // Scratch: every layer's dZ, and the weight-gradient partial sums of one launch's layers
     // (fused::kWeightGradLayersPerLaunch at a time; reused launch by launch).
@@ -191,7 +208,7 @@ class FullyFusedMlp final : public MlpBase {
 
     fused::BackwardArgs a;
     a.batch = batch;
-    a.weights = use_inference_params ? inference_params_ : params_;
+    a.weights = weights;
     a.dL_doutput = dout.data;
     a.ld_dout = dout.ld;
     a.hidden_deriv = fused::derivative_from_y(spec_.activation) ? ctx->hidden_y : ctx->hidden_z;
@@ -199,7 +216,7 @@ class FullyFusedMlp final : public MlpBase {
     a.dz = dz;
     a.dL_dinput = dL_dinput ? din.data : nullptr;
     a.ld_din = din.ld;
-    fused::launch_backward(kDType, shape_, a, s);
+    fused::launch_plan(plan, a, nullptr, s);
     if (dL_dinput) unstage(din, *dL_dinput, s);
 
     if (!param_grads) return;
@@ -216,37 +233,47 @@ class FullyFusedMlp final : public MlpBase {
                                      mode == GradientMode::Accumulate, s);
   }
 
+  fused::FusedKernel kernel_used(fused::FusedPass pass) const { return plans_.last_kernel(pass); }
+
  private:
   static constexpr DType kDType = gpu_dtype_of<T>::value;
 
-  // Parameter gradients without dL/dinput through the backward that forms the weight gradients
-  // itself (stream_launch.h): false, having launched nothing, where it does not apply.
+  // The plan of a pass for this batch and layout on the current device (plan.h), remembered.
+  const fused::FusedPlan& plan_of(fused::FusedPass pass, int64_t batch, const fused::CallLayout& layout) const {
+    fused::PlanInputs in;
+    in.pass = pass;
+    in.dtype = kDType;
+    in.shape = shape_;
+    in.batch = batch;
+    in.layout = layout;
+    in.device = &fused::device_limits();
+    in.options = spec_.fused_kernels;
+    return plans_.get(in);
+  }
+
+  // Parameter gradients without dL/dinput through a backward that forms the weight gradients
+  // itself: false, having launched nothing, where the planner has none.
   bool backward_with_fused_weight_grads(const FusedContext<T>& ctx, const TensorView& input, const TensorView& dL_doutput,
-                                        bool use_inference_params, GradientMode mode) const {
-#if defined(TINYFUSE_WITH_HIP)
-    (void)ctx, (void)input, (void)dL_doutput, (void)use_inference_params, (void)mode;
-    return false;
-#else
-    const int64_t batch = input.rows();
-    const size_t floats = fused::fused_weight_grad_partial_floats(kDType, shape_, batch);
-    if (floats == 0) return false;
+                                        const T* weights, GradientMode mode) const {
+    fused::CallLayout layout;
+    const fused::FusedPlan& plan = plan_of(fused::FusedPass::BackwardWeightGrads, input.rows(), layout);
+    if (plan.kernel == fused::FusedKernel::None) return false;
     const gpuStream_t s = stream_of(input);
-    Buffer partial = Buffer::on_stream(Device::CUDA, floats * sizeof(float), input.stream);
+    Buffer partial = Buffer::on_stream(Device::CUDA, std::max<size_t>(1, fused::plan_partial_floats(plan)) * sizeof(float),
+                                       input.stream);
     const Staged dout = stage(dL_doutput, true, s), x0 = stage(input, true, s);
     fused::BackwardArgs a;
-    a.batch = batch;
-    a.weights = use_inference_params ? inference_params_ : params_;
+    a.batch = input.rows();
+    a.weights = weights;
     a.dL_doutput = dout.data;
     a.ld_dout = dout.ld;
     a.hidden_deriv = ctx.hidden_y;  // ReLU: act' from y
     a.input = x0.data;
     a.ld_in = x0.ld;
     float* p = static_cast<float*>(partial.data());
-    const int64_t chunks = fused::launch_backward_fused_weight_grads(kDType, shape_, a, p, s);
-    if (chunks == 0) return false;
-    reduce_weight_partials(chunks, p, mode, s);
+    fused::launch_plan(plan, a, p, s);
+    reduce_weight_partials(plan.blocks, p, mode, s);
     return true;
-#endif
   }
 
   // The parameter gradients from the `chunks` per-block dW partials of a kernel that forms them
@@ -273,11 +300,12 @@ class FullyFusedMlp final : public MlpBase {
     return static_cast<int>(std::min<size_t>(fused::kWeightGradLayersPerLaunch, layers_.size() - first));
   }
 
-  // The loss as the kernels take it (ForwardArgs::Loss), where target and values are views they
-  // can read and write in place; nullopt otherwise (the Loss then runs, and checks them).
+  // The loss as the kernels take it (ForwardArgs::Loss), where it is a built-in CUDA loss and
+  // target and values are views they can read and write in place; nullopt otherwise (the Loss then
+  // runs, and checks them).
   std::optional<fused::ForwardArgs::Loss> kernel_loss(const TensorView& input, const Loss& loss, float loss_scale,
                                                       const TensorView& target, const TensorView& values) const {
-    const std::optional<LossKind> kind = builtin_loss_kind(loss);
+    const std::optional<LossKind> kind = loss.device() == Device::CUDA ? loss.kind() : std::nullopt;
     if (!kind) return std::nullopt;
     const int64_t batch = input.rows(), width = padded_output_width(), dims = target.cols();
     if (input.ndim != 2 || batch < 1 || !on_gpu_matrix(target, DType::F32, batch, dims) || dims < 1 || dims > width ||
@@ -296,53 +324,66 @@ class FullyFusedMlp final : public MlpBase {
     return L;
   }
 
+  static fused::CallLayout loss_layout(const fused::ForwardArgs::Loss& L) {
+    fused::CallLayout layout;
+    layout.loss_kind = L.kind;
+    layout.loss_dims = L.dims;
+    layout.vector_target = L.vector_target;
+    return layout;
+  }
+
   static bool on_gpu_matrix(const TensorView& v, DType t, int64_t rows, int64_t cols) {
     return v.ndim == 2 && v.dtype == t && v.device == Device::CUDA && v.rows() == rows && v.cols() == cols &&
            v.strides[1] == 1;
   }
 
-  // forward_backward_with_loss's kernel path: false, having launched nothing, where it does not apply.
+  // forward_backward_with_loss's kernel path: false, having launched nothing, where the planner
+  // has none.
   bool train_step_in_one_kernel(const TensorView& input, const Loss& loss, float loss_scale, const TensorView& target,
                                 const TensorView& values, GradientMode mode) const {
-#if defined(TINYFUSE_WITH_HIP)
-    (void)input, (void)loss, (void)loss_scale, (void)target, (void)values, (void)mode;
-    return false;
-#else
     std::optional<fused::ForwardArgs::Loss> L = kernel_loss(input, loss, loss_scale, target, values);
-    if (!L || !gradients_) return false;
+    if (!L || !gradients_) {
+      plans_.ran_without_plan(fused::FusedPass::TrainStep);
+      return false;
+    }
     check_io(input, nullptr);
-    if (!kernel_ready(input)) return false;
+    fused::CallLayout layout = loss_layout(*L);
+    layout.input_ready = kernel_ready(input);  // read in place, not staged
+    layout.ld_in = input.strides[0];
+    const fused::FusedPlan& plan = plan_of(fused::FusedPass::TrainStep, input.rows(), layout);
+    if (plan.kernel == fused::FusedKernel::None) return false;
     fused::ForwardArgs a;
     a.batch = input.rows();
     a.weights = params_;
     a.input = input.data;
     a.ld_in = input.strides[0];
     a.loss = *L;
-    const size_t floats = fused::fused_train_partial_floats(kDType, shape_, a);
-    if (floats == 0) return false;
     const gpuStream_t s = stream_of(input);
-    Buffer partial = Buffer::on_stream(Device::CUDA, floats * sizeof(float), input.stream);
+    Buffer partial = Buffer::on_stream(Device::CUDA, std::max<size_t>(1, fused::plan_partial_floats(plan)) * sizeof(float),
+                                       input.stream);
     float* p = static_cast<float*>(partial.data());
-    const int64_t chunks = fused::launch_fused_train_step(kDType, shape_, a, p, s);
-    if (chunks == 0) return false;
-    reduce_weight_partials(chunks, p, mode, s);
+    fused::launch_plan(plan, a, p, s);
+    reduce_weight_partials(plan.blocks, p, mode, s);
     return true;
-#endif
   }
 
-  // forward_with_loss's kernel path: null, having launched nothing, where it does not apply.
+  // forward_with_loss's kernel path: null, having launched nothing, where the planner has none.
   std::unique_ptr<Context> forward_folding_loss(const TensorView& input, const Loss& loss, float loss_scale,
                                                 const TensorView& target, const TensorView& values,
                                                 const TensorView& gradients) const {
     std::optional<fused::ForwardArgs::Loss> L = kernel_loss(input, loss, loss_scale, target, values);
-    if (!L || !on_gpu_matrix(gradients, kDType, input.rows(), padded_output_width()) || !kernel_ready(gradients))
+    if (!L || !on_gpu_matrix(gradients, kDType, input.rows(), padded_output_width()) || !kernel_ready(gradients)) {
+      plans_.ran_without_plan(fused::FusedPass::ForwardWithLoss);
       return nullptr;
+    }
     check_io(input, nullptr);
     L->gradients = gradients.data;
     L->ld_grad = gradients.strides[0];
-    if (!fused::forward_may_fold_loss(shape_, *L)) return nullptr;  // before the context is allocated
+    // Planned before the context is allocated: nothing is allocated where the kernel does not run.
+    const fused::FusedPlan& plan = plan_of(fused::FusedPass::ForwardWithLoss, input.rows(), loss_layout(*L));
+    if (plan.kernel == fused::FusedKernel::None) return nullptr;
     auto ctx = std::make_unique<FusedContext<T>>();
-    if (!run_forward(input, params_, ctx.get(), nullptr, &*L)) return nullptr;
+    run_forward(fused::FusedPass::ForwardWithLoss, input, params_, ctx.get(), nullptr, &*L, &plan);
     return ctx;
   }
 
@@ -356,9 +397,10 @@ class FullyFusedMlp final : public MlpBase {
     }
   }
 
-  // With `loss` (training only): true when the kernel evaluated it; false when none applied.
-  bool run_forward(const TensorView& input, const T* weights, FusedContext<T>* keep, const TensorView* output,
-                   const fused::ForwardArgs::Loss* loss = nullptr) const {
+  // Inference, TrainingForward (keep set) or ForwardWithLoss (keep, loss and its plan set).
+  void run_forward(fused::FusedPass pass, const TensorView& input, const T* weights, FusedContext<T>* keep,
+                   const TensorView* output, const fused::ForwardArgs::Loss* loss = nullptr,
+                   const fused::FusedPlan* loss_plan = nullptr) const {
     const int64_t batch = input.rows();
     const gpuStream_t s = stream_of(input);
     fused::ForwardArgs a;
@@ -380,7 +422,7 @@ class FullyFusedMlp final : public MlpBase {
       a.hidden_z = keep->hidden_z;
       a.out_z = keep->out_z;
     }
-    if (batch == 0) return true;
+    if (batch == 0) return;
     const Staged in = stage(input, true, s);
     a.input = in.data;
     a.ld_in = in.ld;
@@ -392,17 +434,22 @@ class FullyFusedMlp final : public MlpBase {
     }
     if (loss) {
       a.loss = *loss;
-      return fused::launch_forward_with_loss(kDType, shape_, a, s);
+      fused::launch_plan(*loss_plan, a, nullptr, s);
+      return;
     }
-    fused::launch_forward(kDType, shape_, a, s);
+    fused::CallLayout layout;
+    layout.ld_in = a.ld_in;
+    layout.ld_out = a.ld_out;
+    layout.weights_aligned = aligned16(weights);
+    fused::launch_plan(plan_of(pass, batch, layout), a, nullptr, s);
     if (output) unstage(out, *output, s);
-    return true;
   }
 
   fused::FusedShape shape_;
   T* params_ = nullptr;
   T* inference_params_ = nullptr;
   T* gradients_ = nullptr;
+  mutable fused::PlanMemory plans_;  // one object is called from one thread at a time (docs/ERRORS.md)
 };
 
 }  // namespace
@@ -411,6 +458,14 @@ std::unique_ptr<Network> make_fully_fused_mlp(const MlpSpec& spec, json hyperpar
   if (spec.precision == DType::F16) return std::make_unique<FullyFusedMlp<__half>>(spec, std::move(hyperparams));
   if (spec.precision == DType::BF16) return std::make_unique<FullyFusedMlp<__nv_bfloat16>>(spec, std::move(hyperparams));
   throw UnsupportedError("internal: FullyFusedMLP precision " + to_string(spec.precision));
+}
+
+fused::FusedKernel fused_kernel_used(const DifferentiableObject& object, fused::FusedPass pass) {
+  const DifferentiableObject* o = &object;
+  if (const Network* inner = network_inside(object)) o = inner;
+  if (const auto* f16 = dynamic_cast<const FullyFusedMlp<__half>*>(o)) return f16->kernel_used(pass);
+  if (const auto* bf16 = dynamic_cast<const FullyFusedMlp<__nv_bfloat16>*>(o)) return bf16->kernel_used(pass);
+  throw std::invalid_argument("fused_kernel_used: " + object.name() + " is not a FullyFusedMLP");
 }
 
 }  // namespace tinyfuse::cuda
