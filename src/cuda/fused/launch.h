@@ -34,7 +34,7 @@ struct FusedShape {
 
 // What forward() keeps for backward(): every hidden layer's y (the next layer's input, for its
 // weight gradient); z where the derivative cannot be read from y.
-inline bool derivative_from_y(Activation a) {
+constexpr bool derivative_from_y(Activation a) {
   return a == Activation::None || a == Activation::ReLU || a == Activation::LeakyReLU;
 }
 inline bool hidden_keeps_z(Activation a) { return !derivative_from_y(a); }

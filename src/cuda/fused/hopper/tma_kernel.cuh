@@ -1,9 +1,9 @@
 // FullyFusedMLP's Hopper inference kernel for the square 64-wide ReLU network (input, hidden and
 // output 64 wide, no output activation: the production shape) when its rows can be described by
 // tensor maps (hopper/inference.cu decides). The layers are wgmma_kernel.cuh's; what differs is
-// how rows move, which is what small batches wait for (docs/PERFORMANCE.md, 2026-12-04 eighth
-// session: the timeline probe found each thread's copy instructions delaying the first rows by
-// a microsecond at 2^16, and the tiles' layers waiting for them):
+// how rows move, which is what small batches wait for (the timeline probe found each thread's copy
+// instructions delaying the first rows by a microsecond at 2^16, and the tiles' layers waiting
+// for them; docs/PERFORMANCE.md):
 //  - one thread per warpgroup asks the copy engine (TMA) for a whole 64-row tile (8 KB) at a
 //    time, 128-byte swizzled, completing on a shared-memory barrier; the other threads issue no
 //    row copies at all, so the first rows are requested as the kernel starts, and the next

@@ -274,13 +274,15 @@ __device__ __forceinline__ int rows_inside(int64_t row0, int64_t batch) {
   return left <= 0 ? 0 : left >= kWarpRows ? kWarpRows : static_cast<int>(left);
 }
 
-// Accumulators of m64nNk16 (N / 2 per thread) -> finished A fragments (N / 16 k-steps).
+// Accumulators of m64nNk16 (N / 2 per thread) -> finished A fragments (N / 16 k-steps); d is
+// left finished (the Generic epilogue works in place).
 template <typename T, int N, Epilogue E>
-__device__ __forceinline__ void to_fragments(uint32_t (&a)[N / 16][4], const float (&d)[N / 2], Activation act) {
+__device__ __forceinline__ void to_fragments(uint32_t (&a)[N / 16][4], float (&d)[N / 2], Activation act) {
+  finish_block<T, E>(d, act);
 #pragma unroll
   for (int j = 0; j < N / 16; ++j)
 #pragma unroll
-    for (int i = 0; i < 4; ++i) a[j][i] = finish_pair<T, E>(d[8 * j + 2 * i], d[8 * j + 2 * i + 1], act);
+    for (int i = 0; i < 4; ++i) a[j][i] = finish_pair<T, finished(E)>(d[8 * j + 2 * i], d[8 * j + 2 * i + 1], act);
 }
 
 // d = x W^T over K = 16 KS inputs, x as A fragments, W (n_out rows) at `w`, output rows n0..n0 + N.

@@ -79,6 +79,30 @@ __device__ __forceinline__ uint32_t relu_dz_pair(float dy_lo, float dy_hi, uint3
   return out;
 }
 
+// dZ of a hidden layer with a run-time activation A for one pass, from its dY accumulators (acc)
+// and the saved values (sv, A fragments as hidden_dz reads them): dz_pair element by element, with
+// the switch over the activation taken once for the pass (not once per element: the same values,
+// one copy of each activation's derivative per call site).
+template <typename T, int WIDTH, Activation A>
+__device__ __forceinline__ void activation_dz(DzFrags<WIDTH>& dz,
+                                              const float (&acc)[PipelineTiling<WIDTH>::kMTiles][PipelineTiling<WIDTH>::kPassTiles][4],
+                                              const uint32_t (&sv)[PipelineTiling<WIDTH>::kMTiles][PipelineTiling<WIDTH>::kPassTiles / 2][4],
+                                              int pass) {
+  using Tl = PipelineTiling<WIDTH>;
+#pragma unroll
+  for (int mt = 0; mt < Tl::kMTiles; ++mt)
+#pragma unroll
+    for (int n = 0; n < Tl::kPassTiles; n += 2) {
+      const int tile = pass * Tl::kPassTiles + n;
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const float(&c)[4] = acc[mt][n + (r >> 1)];
+        const float dy0 = round_to<T>(c[2 * (r & 1)]), dy1 = round_to<T>(c[2 * (r & 1) + 1]);
+        dz[mt][tile / 2][r] = dz_pair<T>(dy0, dy1, A, sv[mt][n / 2][r], derivative_from_y(A));
+      }
+    }
+}
+
 // dZ of a hidden layer for one pass's 8-column tiles of dY accumulators, into dz (A fragments);
 // the saved derivative is read from the stage (rows x WIDTH) in the same 16 x 16 blocks.
 template <typename T, int WIDTH, Epilogue E>
@@ -87,26 +111,45 @@ __device__ __forceinline__ void hidden_dz(DzFrags<WIDTH>& dz,
                                           int pass, uint32_t saved, int stage_stride, Activation act, bool from_y,
                                           int lane) {
   using Tl = PipelineTiling<WIDTH>;
+  if constexpr (E == Epilogue::Relu) {
+    (void)act, (void)from_y;
 #pragma unroll
-  for (int mt = 0; mt < Tl::kMTiles; ++mt)
+    for (int mt = 0; mt < Tl::kMTiles; ++mt)
 #pragma unroll
-    for (int n = 0; n < Tl::kPassTiles; n += 2) {
-      const int tile = pass * Tl::kPassTiles + n;  // even: tiles tile, tile + 1 = one A block
-      uint32_t sv[4] = {0u, 0u, 0u, 0u};
-      if (E == Epilogue::Relu || act != Activation::None)
+      for (int n = 0; n < Tl::kPassTiles; n += 2) {
+        const int tile = pass * Tl::kPassTiles + n;  // even: tiles tile, tile + 1 = one A block
+        uint32_t sv[4];
         px::ldmatrix_x4(sv, a_block_row(saved, stage_stride, mt, tile * 8, lane));
-      // Register r: rows +8 when odd, the right tile when >= 2 (as the saved block's registers).
+        // Register r: rows +8 when odd, the right tile when >= 2 (as the saved block's registers).
 #pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        const float(&c)[4] = acc[mt][n + (r >> 1)];
-        if constexpr (E == Epilogue::Relu) {
+        for (int r = 0; r < 4; ++r) {
+          const float(&c)[4] = acc[mt][n + (r >> 1)];
           dz[mt][tile / 2][r] = relu_dz_pair<T>(c[2 * (r & 1)], c[2 * (r & 1) + 1], sv[r]);
-        } else {
-          const float dy0 = round_to<T>(c[2 * (r & 1)]), dy1 = round_to<T>(c[2 * (r & 1) + 1]);
-          dz[mt][tile / 2][r] = dz_pair<T>(dy0, dy1, act, sv[r], from_y);
         }
       }
+  } else {
+    // from_y is derivative_from_y(act) (kernel_shape), which activation_dz knows per activation.
+    (void)from_y;
+    uint32_t sv[Tl::kMTiles][Tl::kPassTiles / 2][4] = {};
+    if (act != Activation::None)
+#pragma unroll
+      for (int mt = 0; mt < Tl::kMTiles; ++mt)
+#pragma unroll
+        for (int n = 0; n < Tl::kPassTiles; n += 2)
+          px::ldmatrix_x4(sv[mt][n / 2], a_block_row(saved, stage_stride, mt, (pass * Tl::kPassTiles + n) * 8, lane));
+    switch (act) {
+      case Activation::None: return activation_dz<T, WIDTH, Activation::None>(dz, acc, sv, pass);
+      case Activation::ReLU: return activation_dz<T, WIDTH, Activation::ReLU>(dz, acc, sv, pass);
+      case Activation::LeakyReLU: return activation_dz<T, WIDTH, Activation::LeakyReLU>(dz, acc, sv, pass);
+      case Activation::SiLU: return activation_dz<T, WIDTH, Activation::SiLU>(dz, acc, sv, pass);
+      case Activation::Exponential: return activation_dz<T, WIDTH, Activation::Exponential>(dz, acc, sv, pass);
+      case Activation::Sine: return activation_dz<T, WIDTH, Activation::Sine>(dz, acc, sv, pass);
+      case Activation::Sigmoid: return activation_dz<T, WIDTH, Activation::Sigmoid>(dz, acc, sv, pass);
+      case Activation::Squareplus: return activation_dz<T, WIDTH, Activation::Squareplus>(dz, acc, sv, pass);
+      case Activation::Softplus: return activation_dz<T, WIDTH, Activation::Softplus>(dz, acc, sv, pass);
+      case Activation::Tanh: return activation_dz<T, WIDTH, Activation::Tanh>(dz, acc, sv, pass);
     }
+  }
 }
 
 // dZ of the last hidden layer: dY = dZ_out * W_out with dZ_out (rows x out_width) read from the

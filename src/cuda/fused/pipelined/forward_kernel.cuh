@@ -122,26 +122,39 @@ __device__ __forceinline__ void hidden_layer(
           mma_16816<T>(acc[mt][2 * p + 1], x[mt][ks], b[2], b[3]);
         }
       }
+    if constexpr (KEEP) {
 #pragma unroll
-    for (int mt = 0; mt < Tl::kMTiles; ++mt)
+      for (int mt = 0; mt < Tl::kMTiles; ++mt)
 #pragma unroll
-      for (int n = 0; n < Tl::kPassTiles; ++n) {
-        const int tile = pass * Tl::kPassTiles + n;  // 8-column tile of the layer's output
-        y[mt][tile / 2][(tile % 2) * 2 + 0] = finish_pair<T, E>(acc[mt][n][0], acc[mt][n][1], act);
-        y[mt][tile / 2][(tile % 2) * 2 + 1] = finish_pair<T, E>(acc[mt][n][2], acc[mt][n][3], act);
+        for (int n = 0; n < Tl::kPassTiles; ++n) {
+          const int tile = pass * Tl::kPassTiles + n;  // 8-column tile of the layer's output
+          y[mt][tile / 2][(tile % 2) * 2 + 0] = finish_pair<T, E>(acc[mt][n][0], acc[mt][n][1], act);
+          y[mt][tile / 2][(tile % 2) * 2 + 1] = finish_pair<T, E>(acc[mt][n][2], acc[mt][n][3], act);
+        }
+      if constexpr (E == Epilogue::Generic) {
+        if (keep_z) {
+#pragma unroll
+          for (int mt = 0; mt < Tl::kMTiles; ++mt)
+#pragma unroll
+            for (int n = 0; n < Tl::kPassTiles; n += 2) {
+              const uint32_t z[4] = {z_pair<T>(acc[mt][n][0], acc[mt][n][1]), z_pair<T>(acc[mt][n][2], acc[mt][n][3]),
+                                     z_pair<T>(acc[mt][n + 1][0], acc[mt][n + 1][1]),
+                                     z_pair<T>(acc[mt][n + 1][2], acc[mt][n + 1][3])};
+              put_block(zstage, stage_stride, mt, (pass * Tl::kPassTiles + n) * 8, z, lane);
+            }
+        }
       }
-    if constexpr (KEEP && E == Epilogue::Generic) {
-      if (keep_z) {
+    } else {
+      // Inference: the Generic epilogue on the whole pass at once (epilogue.cuh, finish_block).
+      finish_block<T, E>(acc, act);
 #pragma unroll
-        for (int mt = 0; mt < Tl::kMTiles; ++mt)
+      for (int mt = 0; mt < Tl::kMTiles; ++mt)
 #pragma unroll
-          for (int n = 0; n < Tl::kPassTiles; n += 2) {
-            const uint32_t z[4] = {z_pair<T>(acc[mt][n][0], acc[mt][n][1]), z_pair<T>(acc[mt][n][2], acc[mt][n][3]),
-                                   z_pair<T>(acc[mt][n + 1][0], acc[mt][n + 1][1]),
-                                   z_pair<T>(acc[mt][n + 1][2], acc[mt][n + 1][3])};
-            put_block(zstage, stage_stride, mt, (pass * Tl::kPassTiles + n) * 8, z, lane);
-          }
-      }
+        for (int n = 0; n < Tl::kPassTiles; ++n) {
+          const int tile = pass * Tl::kPassTiles + n;
+          y[mt][tile / 2][(tile % 2) * 2 + 0] = finish_pair<T, finished(E)>(acc[mt][n][0], acc[mt][n][1], act);
+          y[mt][tile / 2][(tile % 2) * 2 + 1] = finish_pair<T, finished(E)>(acc[mt][n][2], acc[mt][n][3], act);
+        }
     }
   }
 }
@@ -173,20 +186,32 @@ __device__ __forceinline__ void first_layer(uint32_t (&y)[PipelineTiling<WIDTH>:
         }
       }
     }
+    if constexpr (KEEP) {
 #pragma unroll
-    for (int mt = 0; mt < Tl::kMTiles; ++mt)
+      for (int mt = 0; mt < Tl::kMTiles; ++mt)
 #pragma unroll
-      for (int n = 0; n < Tl::kFirstPassTiles; ++n) {
-        const int tile = pass * Tl::kFirstPassTiles + n;
-        y[mt][tile / 2][(tile % 2) * 2 + 0] = finish_pair<T, E>(acc[mt][n][0], acc[mt][n][1], act);
-        y[mt][tile / 2][(tile % 2) * 2 + 1] = finish_pair<T, E>(acc[mt][n][2], acc[mt][n][3], act);
-        if constexpr (KEEP && E == Epilogue::Generic) {
-          if (keep_z) {
-            z[mt][tile / 2][(tile % 2) * 2 + 0] = z_pair<T>(acc[mt][n][0], acc[mt][n][1]);
-            z[mt][tile / 2][(tile % 2) * 2 + 1] = z_pair<T>(acc[mt][n][2], acc[mt][n][3]);
+        for (int n = 0; n < Tl::kFirstPassTiles; ++n) {
+          const int tile = pass * Tl::kFirstPassTiles + n;
+          y[mt][tile / 2][(tile % 2) * 2 + 0] = finish_pair<T, E>(acc[mt][n][0], acc[mt][n][1], act);
+          y[mt][tile / 2][(tile % 2) * 2 + 1] = finish_pair<T, E>(acc[mt][n][2], acc[mt][n][3], act);
+          if constexpr (E == Epilogue::Generic) {
+            if (keep_z) {
+              z[mt][tile / 2][(tile % 2) * 2 + 0] = z_pair<T>(acc[mt][n][0], acc[mt][n][1]);
+              z[mt][tile / 2][(tile % 2) * 2 + 1] = z_pair<T>(acc[mt][n][2], acc[mt][n][3]);
+            }
           }
         }
-      }
+    } else {
+      finish_block<T, E>(acc, act);
+#pragma unroll
+      for (int mt = 0; mt < Tl::kMTiles; ++mt)
+#pragma unroll
+        for (int n = 0; n < Tl::kFirstPassTiles; ++n) {
+          const int tile = pass * Tl::kFirstPassTiles + n;
+          y[mt][tile / 2][(tile % 2) * 2 + 0] = finish_pair<T, finished(E)>(acc[mt][n][0], acc[mt][n][1], act);
+          y[mt][tile / 2][(tile % 2) * 2 + 1] = finish_pair<T, finished(E)>(acc[mt][n][2], acc[mt][n][3], act);
+        }
+    }
   }
 }
 
@@ -210,19 +235,31 @@ __device__ __forceinline__ void output_layer(const uint32_t (&x)[PipelineTiling<
         mma_16816<T>(acc[mt][1], x[mt][ks], b[2], b[3]);
       }
     }
+    if constexpr (KEEP) {
 #pragma unroll
-    for (int mt = 0; mt < Tl::kMTiles; ++mt) {
-      const uint32_t o[4] = {finish_pair<T, E>(acc[mt][0][0], acc[mt][0][1], act),
-                             finish_pair<T, E>(acc[mt][0][2], acc[mt][0][3], act),
-                             finish_pair<T, E>(acc[mt][1][0], acc[mt][1][1], act),
-                             finish_pair<T, E>(acc[mt][1][2], acc[mt][1][3], act)};
-      put_block(stage, stage_stride, mt, c0, o, lane);
-      if constexpr (KEEP && E == Epilogue::Generic) {
-        if (keep_z) {
-          const uint32_t z[4] = {z_pair<T>(acc[mt][0][0], acc[mt][0][1]), z_pair<T>(acc[mt][0][2], acc[mt][0][3]),
-                                 z_pair<T>(acc[mt][1][0], acc[mt][1][1]), z_pair<T>(acc[mt][1][2], acc[mt][1][3])};
-          put_block(stage, stage_stride, mt, out_width + c0, z, lane);
+      for (int mt = 0; mt < Tl::kMTiles; ++mt) {
+        const uint32_t o[4] = {finish_pair<T, E>(acc[mt][0][0], acc[mt][0][1], act),
+                               finish_pair<T, E>(acc[mt][0][2], acc[mt][0][3], act),
+                               finish_pair<T, E>(acc[mt][1][0], acc[mt][1][1], act),
+                               finish_pair<T, E>(acc[mt][1][2], acc[mt][1][3], act)};
+        put_block(stage, stage_stride, mt, c0, o, lane);
+        if constexpr (E == Epilogue::Generic) {
+          if (keep_z) {
+            const uint32_t z[4] = {z_pair<T>(acc[mt][0][0], acc[mt][0][1]), z_pair<T>(acc[mt][0][2], acc[mt][0][3]),
+                                   z_pair<T>(acc[mt][1][0], acc[mt][1][1]), z_pair<T>(acc[mt][1][2], acc[mt][1][3])};
+            put_block(stage, stage_stride, mt, out_width + c0, z, lane);
+          }
         }
+      }
+    } else {
+      finish_block<T, E>(acc, act);
+#pragma unroll
+      for (int mt = 0; mt < Tl::kMTiles; ++mt) {
+        const uint32_t o[4] = {finish_pair<T, finished(E)>(acc[mt][0][0], acc[mt][0][1], act),
+                               finish_pair<T, finished(E)>(acc[mt][0][2], acc[mt][0][3], act),
+                               finish_pair<T, finished(E)>(acc[mt][1][0], acc[mt][1][1], act),
+                               finish_pair<T, finished(E)>(acc[mt][1][2], acc[mt][1][3], act)};
+        put_block(stage, stage_stride, mt, c0, o, lane);
       }
     }
   }
@@ -458,11 +495,12 @@ FusedPlan plan_variant(const PlanInputs& in) {
 }
 
 template <typename T, int WIDTH, bool KEEP>
+// Other hidden activations share one instance (Generic, Generic): with no output activation its
+// run-time epilogue gives the Identity epilogue's bits, at the cost of one switch per tile.
 FusedPlan plan_width(const PlanInputs& in) {
   const bool relu = in.shape.act == Activation::ReLU, identity_out = in.shape.out_act == Activation::None;
   if (relu && identity_out) return plan_variant<T, WIDTH, Epilogue::Relu, Epilogue::Identity, KEEP>(in);
   if (relu) return plan_variant<T, WIDTH, Epilogue::Relu, Epilogue::Generic, KEEP>(in);
-  if (identity_out) return plan_variant<T, WIDTH, Epilogue::Generic, Epilogue::Identity, KEEP>(in);
   return plan_variant<T, WIDTH, Epilogue::Generic, Epilogue::Generic, KEEP>(in);
 }
 
