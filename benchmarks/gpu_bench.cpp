@@ -48,6 +48,7 @@ uint64_t mix(uint64_t x) {  // splitmix64 finaliser: spreads buffer numbers over
 
 struct GpuBench::Impl {
   GpuInfo info;
+  FusedKernelOptions fused_kernels;
   cudaStream_t stream = nullptr;
   std::vector<float> host_pool;        // PCG32 uniform [-1, 1), made once
   std::map<DType, Buffer> device_pool;  // host_pool converted to each dtype asked for, on the GPU
@@ -106,6 +107,7 @@ struct GpuBench::Impl {
   void run_inference(const MlpCase& c, const TimingPlan& plan, uint64_t seed, CaseResult& r) {
     BuildOptions o;
     o.device = Device::CUDA;
+    o.fused_kernels = fused_kernels;
     std::unique_ptr<Network> net = create_network(mlp_network_config(c.otype, c.width), c.width, c.width, o);
     describe_dtypes(*net, r);
     r.flop_per_sample = forward_flop_per_sample(*net);
@@ -152,6 +154,7 @@ struct GpuBench::Impl {
   void run_training(const MlpCase& c, const TimingPlan& plan, uint64_t seed, CaseResult& r) {
     BuildOptions o;
     o.device = Device::CUDA;
+    o.fused_kernels = fused_kernels;
     Model m = create_from_config(c.width, c.width, mlp_training_config(c.otype, c.width), o, seed);
     const DifferentiableObject& model = *m.network;
     describe_dtypes(model, r);
@@ -189,7 +192,8 @@ struct GpuBench::Impl {
   }
 };
 
-GpuBench::GpuBench(uint64_t seed) : impl_(std::make_unique<Impl>()) {
+GpuBench::GpuBench(uint64_t seed, FusedKernelOptions fused_kernels) : impl_(std::make_unique<Impl>()) {
+  impl_->fused_kernels = fused_kernels;
   int count = 0;
   check(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
   if (count == 0) throw std::runtime_error("no CUDA device found");

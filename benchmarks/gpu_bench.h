@@ -10,6 +10,7 @@
 
 #include "mlp_bench.h"
 #include "rotation.h"
+#include "tinyfuse/fused_kernel_options.h"
 #include "timing.h"
 
 namespace tinyfuse::bench {
@@ -36,7 +37,8 @@ inline std::string cuda_version_string(int v) {
 class GpuBench {
  public:
   // Throws std::runtime_error when there is no usable GPU.
-  explicit GpuBench(uint64_t seed = 1337);
+  // fused_kernels: the FullyFusedMLP kernels its networks may run (BuildOptions::fused_kernels).
+  explicit GpuBench(uint64_t seed = 1337, FusedKernelOptions fused_kernels = {});
   ~GpuBench();
   GpuBench(const GpuBench&) = delete;
   GpuBench& operator=(const GpuBench&) = delete;

@@ -16,6 +16,7 @@
 #include "encoding_bench.h"
 #include "report.h"
 #include "workloads/workload_report.h"
+#include "tinyfuse/fused_kernel_options.h"
 #include "tinyfuse/errors.h"
 
 #ifndef TINYFUSE_BENCH_VERSION
@@ -31,7 +32,7 @@ const char* kUsage =
     "                      [--out FILE.json] [--repeats N] [--warmup N] [--quick]\n"
     "                      [--ceilings TORCH.json] [--compare TORCH.json] [--queue-runs]\n"
     "                      [--grid-compare TORCH_GRID.json] [--modes inference,training]\n"
-    "                      [--skip-mlp] [--skip-encodings] [--help]\n"
+    "                      [--skip-mlp] [--skip-encodings] [--fused-kernels L] [--help]\n"
     "       tinyfuse-bench --workloads W1,W2,W3,W4|all [--device cpu|cuda] [--batches 14] [--modes training]\n"
     "                      [--workload-compare TORCH.json,TCNN.json] [--ceilings TORCH.json] [--workload-dir DIR]\n"
     "                      [--out FILE.json] [--repeats N] [--warmup N] [--quick] [--queue-runs]\n"
@@ -68,6 +69,9 @@ const char* kUsage =
     "  --workload-compare L  comma-separated JSON files of torch_workloads.py / tcnn_workloads.py (PyTorch\n"
     "                    eager and compile, tinyfuse.tcnn, upstream tiny-cuda-nn JIT off / on): ratios per row\n"
     "  --workload-dir D  where the workload files are (default: the source tree's benchmarks/workloads/configs)\n"
+    "  --fused-kernels L cuda: FullyFusedMLP kernel families to leave out (BuildOptions::fused_kernels):\n"
+    "                    no-hopper, no-tma, general (the general kernels only), no-folded-loss,\n"
+    "                    no-fused-weight-grads, no-one-kernel-step\n"
     "  --help, -h        this text\n";
 
 struct UsageError {
@@ -90,6 +94,8 @@ struct Options {
   bool skip_mlp = false;
   bool skip_encodings = false;
   bool help = false;
+  tinyfuse::FusedKernelOptions fused_kernels;
+  std::vector<std::string> fused_kernels_left_out;
 };
 
 int parse_int(const std::string& flag, const std::string& text, int lo, int hi) {
@@ -128,7 +134,7 @@ Options parse_args(int argc, char** argv) {
   static const std::vector<std::string> known = {"device", "networks", "widths", "batches", "out", "repeats", "warmup",
                                                  "quick", "ceilings", "compare", "queue-runs", "help",
                                                  "grid-compare", "skip-mlp", "skip-encodings", "modes",
-                                                 "workloads", "workload-compare", "workload-dir"};
+                                                 "workloads", "workload-compare", "workload-dir", "fused-kernels"};
   Options o;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -200,6 +206,26 @@ Options parse_args(int argc, char** argv) {
       o.repeats = parse_int(name, value, 1, 100000);
     } else if (name == "warmup") {
       o.warmup = parse_int(name, value, 0, 100000);
+    } else if (name == "fused-kernels") {
+      static const std::vector<std::string> choices = {"no-hopper", "no-tma", "general", "no-folded-loss",
+                                                       "no-fused-weight-grads", "no-one-kernel-step"};
+      for (const std::string& k : split_list(name, value, "no-tma,no-one-kernel-step")) {
+        if (std::find(choices.begin(), choices.end(), k) == choices.end()) {
+          std::string msg = "--fused-kernels takes no-hopper, no-tma, general, no-folded-loss, no-fused-weight-grads, "
+                            "no-one-kernel-step; got '" + k + "'";
+          const std::string guess = tinyfuse::closest_match(k, choices);
+          if (!guess.empty()) msg += " (did you mean '" + guess + "'?)";
+          throw UsageError{msg};
+        }
+        tinyfuse::FusedKernelOptions& f = o.fused_kernels;
+        (k == "no-hopper"             ? f.hopper
+         : k == "no-tma"              ? f.tma
+         : k == "general"             ? f.pipelined
+         : k == "no-folded-loss"      ? f.folded_loss
+         : k == "no-fused-weight-grads" ? f.fused_weight_grads
+                                      : f.one_kernel_step) = false;
+        o.fused_kernels_left_out.push_back(k);
+      }
     }
   }
   if (o.workloads) {
@@ -219,6 +245,7 @@ Options parse_args(int argc, char** argv) {
     if (!o.compare.empty()) throw UsageError{"--compare is for --device cuda (the PyTorch figures are GPU figures)"};
     if (o.queue_runs) throw UsageError{"--queue-runs is for --device cuda"};
     if (!o.grid_compare.empty()) throw UsageError{"--grid-compare is for --device cuda"};
+    if (!o.fused_kernels_left_out.empty()) throw UsageError{"--fused-kernels is for --device cuda"};
   }
   if (o.skip_mlp && o.skip_encodings) throw UsageError{"--skip-mlp and --skip-encodings together leave nothing to run"};
   if (o.skip_encodings && !o.grid_compare.empty()) throw UsageError{"--grid-compare compares encoding rows: drop --skip-encodings"};
@@ -362,7 +389,7 @@ int run(const Options& o) {
   std::unique_ptr<tb::GpuBench> gpu_bench;
   if (gpu) {
     try {
-      gpu_bench = std::make_unique<tb::GpuBench>(1337);
+      gpu_bench = std::make_unique<tb::GpuBench>(1337, o.fused_kernels);
     } catch (const std::exception& e) {
       std::cerr << "tinyfuse-bench: --device cuda: no usable GPU: " << e.what() << '\n';
       return 1;
@@ -392,6 +419,7 @@ int run(const Options& o) {
   r.plan.warmup = o.warmup.value_or(gpu ? (o.quick ? 3 : 10) : (o.quick ? 1 : 3));
   r.plan.repeats = o.repeats.value_or(gpu ? (o.quick ? 10 : 50) : (o.quick ? 3 : 10));
   r.plan.sync_each_run = !o.queue_runs;
+  r.fused_kernels_left_out = o.fused_kernels_left_out;
   if (o.networks) {
     r.networks = *o.networks;
   } else {

@@ -108,6 +108,11 @@ void print_gpu_header(std::ostream& os, const Report& r) {
   os << "  timing   median of " << r.plan.repeats << " timed runs after " << r.plan.warmup
      << " warm-up runs; one pair of CUDA events per run on the benchmark's non-blocking stream, "
      << (r.plan.sync_each_run ? "host waits for each run" : "runs queued back to back") << '\n';
+  if (!r.fused_kernels_left_out.empty()) {
+    os << "  kernels  FullyFusedMLP without:";
+    for (const std::string& k : r.fused_kernels_left_out) os << ' ' << k;
+    os << '\n';
+  }
   if (r.launch_floor)
     os << "  floor    an empty kernel timed the same way: " << fixed(r.launch_floor->median * 1e6, 1) << " us per run ("
        << (r.launch_floor_host ? fixed(r.launch_floor_host->median * 1e6, 1) : std::string("?"))
@@ -360,6 +365,7 @@ ojson to_json(const Report& r) {
         {"clock", "CUDA events"},
         {"events", "one start/stop pair per run, recorded on the benchmark's non-blocking stream"},
         {"sync_each_run", r.plan.sync_each_run},
+        {"fused_kernels_left_out", r.fused_kernels_left_out},
         {"launch_floor_seconds", r.launch_floor ? stats_json(*r.launch_floor) : ojson(nullptr)},
         {"launch_floor_host_seconds", r.launch_floor_host ? stats_json(*r.launch_floor_host) : ojson(nullptr)},
         {"warmup", r.plan.warmup},

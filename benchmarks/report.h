@@ -35,6 +35,7 @@ struct Report {
   std::optional<Stats> launch_floor_host;  // ... and the host's time queuing it
   std::optional<Ceilings> ceilings;  // --ceilings: hardware limits of the GPU records
   std::optional<TorchRun> torch;     // --compare: PyTorch figures of the GPU records
+  std::vector<std::string> fused_kernels_left_out;  // --fused-kernels: FullyFusedMLP kernels left out
   std::vector<CaseResult> results;
 };
 

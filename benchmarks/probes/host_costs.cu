@@ -26,10 +26,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cuda/fused/forward_choice.h"
+#include "cuda/fused/fully_fused_mlp.h"
 #include "cuda/fused/launch.h"
 #include "cuda/fused/launch_config.h"
-#include "cuda/fused/tensor_maps.h"
+#include "cuda/fused/plan.h"
+#include "cuda/primitives/tensor_maps.h"
 #include "tinyfuse/tinyfuse.h"
 
 namespace tf = tinyfuse;
@@ -108,11 +109,12 @@ struct Net {
   tf::TensorView vin, vout;
 };
 
-Net make_net(const std::string& otype, int64_t batch, cudaStream_t stream) {
+Net make_net(const std::string& otype, int64_t batch, cudaStream_t stream, bool tma = true) {
   const tf::json config = {{"otype", otype}, {"n_neurons", 64}, {"n_hidden_layers", 2}, {"activation", "ReLU"},
                            {"output_activation", "None"}};
   tf::BuildOptions o;
   o.device = tf::Device::CUDA;
+  o.fused_kernels.tma = tma;
   Net n;
   n.net = tf::create_network(config, 64, 64, o);
   const int64_t np = static_cast<int64_t>(n.net->n_params());
@@ -162,8 +164,9 @@ int main(int argc, char** argv) try {
   const size_t big_smem = 100 * 1024;
   check(cudaFuncSetAttribute(empty_kernel_smem, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(big_smem)),
         "smem attribute");
-  items.push_back(t.time("fused::persistent_grid_blocks (cached)", [&] {
-    (void)fused::persistent_grid_blocks(reinterpret_cast<const void*>(empty_kernel_smem), 256, big_smem, 256, 2);
+  items.push_back(t.time("fused::persistent_grid_blocks (asked when planning; a locked table)", [&] {
+    (void)fused::persistent_grid_blocks(fused::device_limits(), reinterpret_cast<const void*>(empty_kernel_smem), 256,
+                                        big_smem, 256, 2);
   }));
   void* rows = nullptr;
   check(cudaMalloc(&rows, static_cast<size_t>(batch) * 128), "rows");
@@ -196,10 +199,9 @@ int main(int argc, char** argv) try {
   const std::string b = "2^" + std::to_string(batch_log2);
   {
     Net ff = make_net("FullyFusedMLP", batch, stream);
-    fused::force_tma_inference(true);
-    const unsigned long long before = fused::tma_inference_launches();
     items.push_back(t.time("FullyFusedMLP inference " + b + ", tensor-copy kernel", [&] { ff.net->inference(ff.vin, ff.vout); }));
-    if (fused::tma_inference_launches() == before) std::printf("    (note: the tensor-copy kernel did not run)\n");
+    if (tf::cuda::fused_kernel_used(*ff.net, fused::FusedPass::Inference) != fused::FusedKernel::WgmmaTma)
+      std::printf("    (note: the tensor-copy kernel did not run)\n");
     fused::ForwardArgs args;
     args.batch = batch;
     args.input = ff.vin.data;
@@ -207,11 +209,19 @@ int main(int argc, char** argv) try {
     args.weights = ff.params.data();
     args.output = ff.vout.data;
     args.ld_out = ff.vout.strides[0];
-    fused::FusedShape shape;
-    shape.width = 64, shape.in_width = 64, shape.out_width = static_cast<int>(ff.net->padded_output_width());
-    shape.n_hidden = 2;
-    items.push_back(t.time("fused::launch_forward " + b + " (no network checks), tensor-copy kernel",
-                           [&] { fused::launch_forward(tf::DType::F16, shape, args, stream); }));
+    fused::PlanInputs in;
+    in.pass = fused::FusedPass::Inference;
+    in.shape.width = 64, in.shape.in_width = 64, in.shape.out_width = static_cast<int>(ff.net->padded_output_width());
+    in.shape.n_hidden = 2;
+    in.batch = batch;
+    in.layout.ld_in = args.ld_in;
+    in.layout.ld_out = args.ld_out;
+    in.layout.weights_aligned = true;
+    in.device = &fused::device_limits();
+    fused::PlanMemory plans;
+    items.push_back(t.time("fused::PlanMemory::get " + b + " (the remembered plan)", [&] { (void)plans.get(in); }));
+    items.push_back(t.time("fused::launch_plan " + b + " (no network checks), tensor-copy kernel",
+                           [&] { fused::launch_plan(plans.get(in), args, nullptr, stream); }));
     // As tinyfuse-bench calls it: each call on the next of many inputs (the bench rotates them
     // so the L2 holds none), and an event recorded just before each call.
     const int n_inputs = 129;
@@ -228,11 +238,11 @@ int main(int argc, char** argv) try {
                            [&] { ff.net->inference(ff.vin, ff.vout); }, [&] { check(cudaEventRecord(ev, stream), "record"); }));
     items.push_back(t.time("launch: empty kernel, an event recorded before each (untimed)",
                            [&] { empty_kernel<<<1, 32, 0, stream>>>(); }, [&] { check(cudaEventRecord(ev, stream), "record"); }));
-    fused::force_tma_inference(false);
-    items.push_back(t.time("FullyFusedMLP inference " + b + ", row-copying kernel", [&] { ff.net->inference(ff.vin, ff.vout); }));
+    Net rows_net = make_net("FullyFusedMLP", batch, stream, /*tma=*/false);
+    items.push_back(t.time("FullyFusedMLP inference " + b + ", row-copying kernel",
+                           [&] { rows_net.net->inference(rows_net.vin, rows_net.vout); }));
     items.push_back(t.time("FullyFusedMLP inference " + b + ", row-copying kernel, the next of 129 inputs each call",
-                           [&] { ff.net->inference(inputs[static_cast<size_t>(next++ % n_inputs)], ff.vout); }));
-    fused::force_tma_inference(true);
+                           [&] { rows_net.net->inference(inputs[static_cast<size_t>(next++ % n_inputs)], rows_net.vout); }));
   }
   try {
     Net w = make_net("Width64FusedMLP", batch, stream);

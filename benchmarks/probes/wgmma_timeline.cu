@@ -1,13 +1,14 @@
 // tinyfuse-wgmma-timeline: where one FullyFusedMLP inference call spends its time on a Hopper
 // GPU. Runs the 64 -> 64 x 2 -> 64 FP16 network on both Hopper kernels, the one that copies
 // rows itself (wgmma_kernel.cuh, "production" below: the square instance) and the one that
-// moves whole tiles by tensor copies (wgmma_tma_kernel.cuh, "tma"), with timeline marks: every
+// moves whole tiles by tensor copies (hopper/tma_kernel.cuh, "tma"), with timeline marks: every
 // warp records the global timer and its SM's clock at the kernel's milestones (wgmma::Mark). A
 // copy kernel of the same bytes records its own start and finish the same way. Each call is
 // timed by CUDA events with the host waiting for it, as tinyfuse-bench does by default, inputs
 // rotated over 256 MB so the L2 holds none of them. Also: the two kernels compared bit for bit
-// (outputs poisoned first), the host's cost of a tensor map, launch shapes of the row-copying
-// kernel, and that kernel with its loads, layers, stores or weights left out.
+// (outputs poisoned first), the host's cost of a tensor map and launch shapes of the row-copying
+// kernel. The kernels' marks are compiled in by TINYFUSE_KERNEL_TIMELINE (this unit only; the
+// library's kernels have none) and switched on per series through c_marking.
 //
 // Usage: tinyfuse-wgmma-timeline [--batches 14,16,18] [--calls 40] [--out timeline.json]
 //        tinyfuse-wgmma-timeline --only production|tma|copy [--batches ..] [--calls N]
@@ -28,9 +29,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cuda/fused/tensor_maps.h"
-#include "cuda/fused/wgmma_kernel.cuh"
-#include "cuda/fused/wgmma_tma_kernel.cuh"
+// The kernels' timeline marks (hopper/wgmma_kernel.cuh): compiled into this unit only.
+#define TINYFUSE_KERNEL_TIMELINE
+__device__ void tf_timeline_mark(int k);  // defined below, once the marks' count is known
+
+#include "cuda/primitives/tensor_maps.h"
+#include "cuda/fused/hopper/wgmma_kernel.cuh"
+#include "cuda/fused/hopper/tma_kernel.cuh"
 
 namespace tf = tinyfuse;
 namespace wg = tinyfuse::cuda::fused::wgmma;
@@ -69,21 +74,23 @@ __device__ __forceinline__ void mark(int k) {
 }
 constexpr size_t marks_smem(int warps, int per_warp) { return static_cast<size_t>(warps) * per_warp * 16; }
 
-// What the kernel does (loads, layers, stores: each can be left out) and whether it marks.
-template <bool LOADS, bool COMPUTE, bool STORES, bool MARK, bool WEIGHTS = true>
-struct Variant {
-  static constexpr bool kLoads = LOADS, kCompute = COMPUTE, kStores = STORES, kMark = MARK, kWeights = WEIGHTS;
-  __device__ __forceinline__ static void at(int k) {
-    if constexpr (MARK) mark<wg::kMarkCount>(k);
-  }
-};
-using Full = Variant<true, true, true, false>;
-using Marked = Variant<true, true, true, true>;
-using NoCompute = Variant<true, false, true, false>;  // the rows go through the stages and back out
-using NoLoads = Variant<false, true, true, false>;
-using NoStores = Variant<true, true, false, false>;
-using LoadsOnly = Variant<true, false, false, false>;
-using NoWeights = Variant<true, true, true, false, false>;
+// Whether the kernels record their marks: set around the marked series only, so that the other
+// series time the kernels with a constant-cache load per mark and nothing else.
+__constant__ bool c_marking;
+bool g_marking_now = false;  // what c_marking holds
+void set_marking(bool on) {  // a series' first (warm-up) launch changes it, outside the timed calls
+  if (on == g_marking_now) return;
+  if (cudaMemcpyToSymbol(c_marking, &on, sizeof(on)) != cudaSuccess) throw std::runtime_error("cannot set c_marking");
+  g_marking_now = on;
+}
+
+}  // namespace
+
+__device__ void tf_timeline_mark(int k) {
+  if (c_marking) mark<wg::kMarkCount>(k);
+}
+
+namespace {
 
 // The copy reference (benchmarks/copy_reference.cu), with a mark at the start and one after its
 // store (which waits for the load).
@@ -102,9 +109,8 @@ void check(cudaError_t e, const char* what) {
 
 constexpr int kWidth = 64, kStages = 2;
 using Kernel = void (*)(tf::cuda::fused::KernelShape, tf::cuda::fused::ForwardArgs, wg::Plan);
-template <typename VARIANT>
 Kernel square_kernel() {
-  return wg::inference_kernel<__half, kWidth, kStages, Epilogue::Relu, Epilogue::Identity, true, VARIANT>;
+  return wg::inference_kernel<__half, kWidth, kStages, Epilogue::Relu, Epilogue::Identity, true>;
 }
 
 struct Setup {
@@ -171,7 +177,7 @@ class Probe {
     return us;
   }
 
-  template <typename VARIANT>
+  template <bool MARK>
   void launch_net(const Setup& s, int run, Shape shape, int64_t rows = 0) {
     tf::cuda::fused::FusedShape fs;
     fs.width = kWidth;
@@ -187,10 +193,11 @@ class Probe {
     args.weights = s.weights;
     args.output = s.output;
     args.ld_out = kWidth;
-    const wg::Plan p = wg::make_plan(kWidth, fs, args, 2);
+    const wg::Plan p = wg::make_plan(kWidth, fs, args.ld_in, args.ld_out, args.batch, 2);
     const size_t smem = wg::launch_smem_bytes(p, shape.groups, kStages) +
-                        (VARIANT::kMark ? marks_smem(shape.groups * 4, wg::kMarkCount) : 0);
-    const auto kernel = square_kernel<VARIANT>();
+                        (MARK ? marks_smem(shape.groups * 4, wg::kMarkCount) : 0);
+    const auto kernel = square_kernel();
+    set_marking(MARK);
     check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)), "smem");
     const int64_t blocks = std::min<int64_t>((p.n_tiles + shape.groups - 1) / shape.groups,
                                              static_cast<int64_t>(shape.blocks_per_sm) * sms_);
@@ -198,8 +205,8 @@ class Probe {
         tf::cuda::fused::kernel_shape(fs, true), args, p);
     check(cudaGetLastError(), "launch");
   }
-  // The TMA kernel (wgmma_tma_kernel.cuh) on the same rows.
-  template <typename VARIANT>
+  // The TMA kernel (hopper/tma_kernel.cuh) on the same rows.
+  template <bool MARK>
   void launch_tma(const Setup& s, int run, int64_t rows = 0) {
     const int64_t batch = rows ? rows : s.batch;
     CUtensorMap in_map, out_map;
@@ -210,8 +217,9 @@ class Probe {
     p.weights_bytes = 3 * wg::layer_bytes(kWidth, kWidth);
     p.n_tiles = (batch + wg::kGroupRows - 1) / wg::kGroupRows;
     const size_t smem = wg::tma_smem_bytes(p.weights_bytes, wg::kTmaGroups) +
-                        (VARIANT::kMark ? marks_smem(wg::kTmaGroups * 4, wg::kMarkCount) : 0);
-    const auto kernel = wg::tma_inference_kernel<__half, Epilogue::Relu, Epilogue::Identity, VARIANT>;
+                        (MARK ? marks_smem(wg::kTmaGroups * 4, wg::kMarkCount) : 0);
+    const auto kernel = wg::tma_inference_kernel<__half, Epilogue::Relu, Epilogue::Identity>;
+    set_marking(MARK);
     check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)), "smem");
     const int64_t blocks = std::min<int64_t>((p.n_tiles + wg::kTmaGroups - 1) / wg::kTmaGroups, int64_t{2} * sms_);
     tf::cuda::fused::FusedShape fs;
@@ -378,8 +386,8 @@ int main(int argc, char** argv) try {
       auto nothing = [] {};
       auto none = [](int) {};
       std::vector<double> us;
-      if (only == "production") us = probe.time_calls(3, calls, nothing, [&](int r) { probe.launch_net<Full>(s, r, Shape{2, 2}); }, none);
-      else if (only == "tma") us = probe.time_calls(3, calls, nothing, [&](int r) { probe.launch_tma<Full>(s, r); }, none);
+      if (only == "production") us = probe.time_calls(3, calls, nothing, [&](int r) { probe.launch_net<false>(s, r, Shape{2, 2}); }, none);
+      else if (only == "tma") us = probe.time_calls(3, calls, nothing, [&](int r) { probe.launch_tma<false>(s, r); }, none);
       else if (only == "copy") us = probe.time_calls(3, calls, nothing, [&](int r) { probe.launch_copy<false>(s, r); }, none);
       else throw std::runtime_error("--only takes production, tma or copy");
       std::printf("%s 2^%d: %.2f µs per call (event, median)\n", only.c_str(), lb, median(us));
@@ -400,13 +408,13 @@ int main(int argc, char** argv) try {
     auto none = [](int) {};
     auto nothing = [] {};
     // Unmarked first: the figures the marks must not move much.
-    const auto net_us = probe.time_calls(10, calls, nothing, [&](int r) { probe.launch_net<Full>(s, r, production); }, none);
+    const auto net_us = probe.time_calls(10, calls, nothing, [&](int r) { probe.launch_net<false>(s, r, production); }, none);
     const auto copy_us = probe.time_calls(10, calls, nothing, [&](int r) { probe.launch_copy<false>(s, r); }, none);
     // Marked: keep the marks of the call with the median time.
     std::vector<CallMarks> net_marks, copy_marks;
     const size_t net_warps = static_cast<size_t>(probe.sms()) * production.blocks_per_sm * production.groups * 4;
     const auto marked_us = probe.time_calls(
-        10, calls, [&] { probe.clear_marks(s, wg::kMarkCount); }, [&](int r) { probe.launch_net<Marked>(s, r, production); },
+        10, calls, [&] { probe.clear_marks(s, wg::kMarkCount); }, [&](int r) { probe.launch_net<true>(s, r, production); },
                                             [&](int) { net_marks.push_back(fetch_marks(s, net_warps, wg::kMarkCount)); });
     const size_t copy_warps = (static_cast<size_t>(batch) * kWidth * 2 / 16 + kCopyThreads - 1) / kCopyThreads * (kCopyThreads / 32);
     const auto copy_marked_us = probe.time_calls(
@@ -445,11 +453,11 @@ int main(int argc, char** argv) try {
       std::vector<uint16_t> want(elems), got(elems);
       for (int64_t rows : {batch, batch - 37}) {
         check(cudaMemset(s.output, 0xFF, elems * 2), "poison");
-        probe.launch_net<Full>(s, 0, production, rows);
+        probe.launch_net<false>(s, 0, production, rows);
         check(cudaDeviceSynchronize(), "production run");
         check(cudaMemcpy(want.data(), s.output, elems * 2, cudaMemcpyDeviceToHost), "copy");
         check(cudaMemset(s.output, 0xFF, elems * 2), "poison");
-        probe.launch_tma<Full>(s, 0, rows);
+        probe.launch_tma<false>(s, 0, rows);
         check(cudaDeviceSynchronize(), "tma run");
         check(cudaMemcpy(got.data(), s.output, elems * 2, cudaMemcpyDeviceToHost), "copy");
         size_t differ = 0, poisoned_inside = 0, written_past = 0;
@@ -475,7 +483,7 @@ int main(int argc, char** argv) try {
       std::vector<CallMarks> tm;
       const size_t warps = static_cast<size_t>(probe.sms()) * 16;
       const auto us = probe.time_calls(
-          10, calls, [&] { probe.clear_marks(s, wg::kMarkCount); }, [&](int r) { probe.launch_tma<Marked>(s, r); },
+          10, calls, [&] { probe.clear_marks(s, wg::kMarkCount); }, [&](int r) { probe.launch_tma<true>(s, r); },
           [&](int) { tm.push_back(fetch_marks(s, warps, wg::kMarkCount)); });
       std::printf("TMA kernel, marks (the median call, %.2f µs):\n", us[median_index(us)]);
       row["tma_timeline"] = summarize(tm[median_index(us)], wg::kMarkCount, kMarkNames, true);
@@ -486,30 +494,12 @@ int main(int argc, char** argv) try {
     nlohmann::json shapes = nlohmann::json::array();
     std::printf("launch shapes (unmarked, event µs median):");
     for (Shape sh : {Shape{2, 2}, Shape{2, 1}, Shape{1, 4}, Shape{1, 3}, Shape{1, 2}}) {
-      const auto us = probe.time_calls(5, calls, nothing, [&](int r) { probe.launch_net<Full>(s, r, sh); }, none);
+      const auto us = probe.time_calls(5, calls, nothing, [&](int r) { probe.launch_net<false>(s, r, sh); }, none);
       std::printf("  %dx%d %.2f", sh.groups, sh.blocks_per_sm, median(us));
       shapes.push_back({{"groups", sh.groups}, {"blocks_per_sm", sh.blocks_per_sm}, {"us", median(us)}});
     }
     std::printf("\n");
     row["launch_shapes"] = shapes;
-    // Ablations in the production shape: what the call costs without each part.
-    auto ablation = [&](const char* name, auto launch) {
-      const auto us = probe.time_calls(5, calls, nothing, launch, none);
-      std::printf("  %s %.2f", name, median(us));
-      row["ablations"][name] = median(us);
-    };
-    std::printf("without parts (event µs median):");
-    ablation("full", [&](int r) { probe.launch_net<Full>(s, r, production); });
-    ablation("no_compute", [&](int r) { probe.launch_net<NoCompute>(s, r, production); });
-    ablation("no_loads", [&](int r) { probe.launch_net<NoLoads>(s, r, production); });
-    ablation("no_stores", [&](int r) { probe.launch_net<NoStores>(s, r, production); });
-    ablation("loads_only", [&](int r) { probe.launch_net<LoadsOnly>(s, r, production); });
-    ablation("copy", [&](int r) { probe.launch_copy<false>(s, r); });
-    ablation("no_weights", [&](int r) { probe.launch_net<NoWeights>(s, r, production); });
-    ablation("tma", [&](int r) { probe.launch_tma<Full>(s, r); });
-    ablation("full_again", [&](int r) { probe.launch_net<Full>(s, r, production); });
-    ablation("tma_again", [&](int r) { probe.launch_tma<Full>(s, r); });
-    std::printf("\n");
     result["rows"].push_back(row);
     free_setup(s);
   }

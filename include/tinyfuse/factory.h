@@ -6,6 +6,7 @@
 
 #include "tinyfuse/encoding.h"
 #include "tinyfuse/errors.h"
+#include "tinyfuse/fused_kernel_options.h"
 #include "tinyfuse/limits.h"
 #include "tinyfuse/loss.h"
 #include "tinyfuse/network.h"
@@ -24,6 +25,7 @@ struct BuildOptions {
   // key path as it would have been thrown; every other rule stays an error. For callers whose
   // configs carry keys of their own, as tiny-cuda-nn's users' do (tinyfuse.tcnn warns with them).
   std::vector<ConfigError>* ignored_keys = nullptr;
+  FusedKernelOptions fused_kernels{};
 };
 
 std::unique_ptr<Network> create_network(const json& config, uint32_t n_input_dims,

@@ -1,14 +1,22 @@
 // A loss turns predictions and targets into per-element values and scaled gradients.
 #pragma once
 
+#include <optional>
+
 #include "tinyfuse/object.h"
 
 namespace tinyfuse {
+
+// tiny-cuda-nn's losses (loss otypes by these names).
+enum class LossKind { L2, L1, RelativeL2, RelativeL2Luminance, RelativeL1, MAPE, SMAPE, CrossEntropy, Variance };
 
 class Loss {
  public:
   virtual ~Loss() = default;
   virtual Device device() const = 0;
+  // Which of tiny-cuda-nn's losses this is; nothing for a loss of the caller's own. Networks that
+  // can evaluate a loss inside their kernels (FullyFusedMLP) ask: they fold the built-in ones only.
+  virtual std::optional<LossKind> kind() const { return std::nullopt; }
   // prediction: (batch, padded width) of the network's output dtype; target: (batch, n_target)
   // FP32 with n_target <= padded width; values and gradients: (batch, padded width) FP32 and
   // prediction dtype. Columns past n_target get value 0 and gradient 0.

@@ -75,6 +75,7 @@ std::unique_ptr<Network> create_network(const json& config, uint32_t n_input_dim
   UnknownKeySink keys(options.ignored_keys);
   check_section_config_limits(config, "network");
   MlpSpec spec = parse_network_config(config, n_input_dims, n_output_dims, options.device);
+  spec.fused_kernels = options.fused_kernels;
 #ifdef TINYFUSE_WITH_CUDA
   if (options.device == Device::CUDA) return cuda::make_network(spec, network_hyperparams(spec));
 #endif

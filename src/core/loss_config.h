@@ -4,12 +4,11 @@
 #include <string>
 #include <vector>
 
+#include "tinyfuse/loss.h"
 #include "tinyfuse/object.h"
 #include "tinyfuse/tensor.h"
 
 namespace tinyfuse {
-
-enum class LossKind { L2, L1, RelativeL2, RelativeL2Luminance, RelativeL1, MAPE, SMAPE, CrossEntropy, Variance };
 
 const std::vector<std::string>& loss_names();  // indexed by LossKind
 // tiny-cuda-nn's default otype is RelativeL2; losses take no other keys.

@@ -6,6 +6,7 @@
 
 #include "tinyfuse/activation.h"
 #include "tinyfuse/common.h"
+#include "tinyfuse/fused_kernel_options.h"
 #include "tinyfuse/object.h"
 
 namespace tinyfuse {
@@ -31,6 +32,8 @@ struct MlpSpec {
   // activations in (f16 or bf16; accumulation is FP32 either way). The CPU reference computes
   // every value in its own precision (BuildOptions::cpu_precision) whatever this says.
   DType precision = DType::F16;
+  // FullyFusedMLP on CUDA: the kernels its planner may choose (BuildOptions::fused_kernels).
+  FusedKernelOptions fused_kernels{};
 };
 
 // Parses and checks `config` ("network" section) for the given device; throws ConfigError.

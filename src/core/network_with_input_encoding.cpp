@@ -192,6 +192,8 @@ class NetworkWithInputEncoding final : public DifferentiableObject {
   }
   std::string name() const override { return "NetworkWithInputEncoding"; }
 
+  const Network& network() const { return *network_; }
+
  private:
   const ComposedContext* checked_context(const Context& base_ctx, const TensorView& input, const char* call) const {
     const auto* ctx = dynamic_cast<const ComposedContext*>(&base_ctx);
@@ -248,6 +250,11 @@ class NetworkWithInputEncoding final : public DifferentiableObject {
 };
 
 }  // namespace
+
+const Network* network_inside(const DifferentiableObject& object) {
+  const auto* nwie = dynamic_cast<const NetworkWithInputEncoding*>(&object);
+  return nwie ? &nwie->network() : nullptr;
+}
 
 std::unique_ptr<DifferentiableObject> make_network_with_input_encoding(std::shared_ptr<Encoding> encoding,
                                                                        std::shared_ptr<Network> network) {

@@ -12,4 +12,7 @@ namespace tinyfuse {
 std::unique_ptr<DifferentiableObject> make_network_with_input_encoding(std::shared_ptr<Encoding> encoding,
                                                                        std::shared_ptr<Network> network);
 
+// The network inside `object` when it is one make_network_with_input_encoding made; null otherwise.
+const Network* network_inside(const DifferentiableObject& object);
+
 }  // namespace tinyfuse

@@ -17,6 +17,7 @@ class CpuLoss final : public Loss {
   Device device() const override { return Device::CPU; }
   json hyperparams() const override { return {{"otype", name()}}; }
   std::string name() const override { return loss_names()[static_cast<size_t>(kind_)]; }
+  std::optional<LossKind> kind() const override { return kind_; }
 
   void evaluate(float loss_scale, const TensorView& prediction, const TensorView& target, const TensorView& values,
                 const TensorView& gradients, const TensorView* data_pdf) const override {

@@ -18,9 +18,6 @@ namespace tinyfuse::cuda {
 
 std::unique_ptr<Network> make_network(const MlpSpec& spec, json hyperparams);
 std::unique_ptr<Loss> make_loss(LossKind kind);
-// The kind of a loss make_loss built, or nothing for any other Loss (a user's own subclass):
-// networks that evaluate a loss inside their kernels fold only these.
-std::optional<LossKind> builtin_loss_kind(const Loss& loss);
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerSpec& spec);
 
 }  // namespace tinyfuse::cuda

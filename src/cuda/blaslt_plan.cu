@@ -22,8 +22,9 @@ namespace {
 // by nothing and costs no synchronisation.
 constexpr uint64_t kMaxWorkspaceBytes = 32ull << 20;
 
-// Tuning knobs read once from the environment, for measuring cuBLASLt's choices on a device
-// (benchmarks/results say which settings were measured); the defaults are the library's own.
+// Tuning knobs for measuring cuBLASLt's choices on a device (scripts/gpu/tinyfuse-gpu
+// blaslt-sweep), read once from the environment in developer builds only
+// (-DTINYFUSE_DEVELOPER_KNOBS=ON); every other build runs the defaults, the library's own.
 //   TINYFUSE_BLASLT_ALGO_RANK   use the heuristic's n-th ranked algorithm (0 = its first choice)
 //   TINYFUSE_BLASLT_ALIGN_CAP   largest pointer alignment (bytes) the heuristic is told about
 //   TINYFUSE_BLASLT_WORKSPACE_MB  most workspace an algorithm may ask for
@@ -36,6 +37,10 @@ struct Tuning {
 };
 
 const Tuning& tuning() {
+#if !defined(TINYFUSE_DEVELOPER_KNOBS)
+  static const Tuning defaults;
+  return defaults;
+#else
   static const Tuning t = [] {
     Tuning r;
     auto read = [](const char* name, long lo, long hi, long fallback) {
@@ -57,6 +62,7 @@ const Tuning& tuning() {
     return r;
   }();
   return t;
+#endif
 }
 // Fused bias epilogues are used only with a bias this aligned (bytes). The heuristic is told
 // the bias pointer, but the library's bias loads are vectorised and a less aligned bias has

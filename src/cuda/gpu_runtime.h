@@ -48,6 +48,7 @@
 #define gpuFuncAttributes hipFuncAttributes
 #define gpuFuncGetAttributes hipFuncGetAttributes
 #define gpuFuncSetAttribute hipFuncSetAttribute
+#define gpuLaunchKernel hipLaunchKernel
 #define gpuFuncAttributeMaxDynamicSharedMemorySize hipFuncAttributeMaxDynamicSharedMemorySize
 #define gpuOccupancyMaxActiveBlocksPerMultiprocessor hipOccupancyMaxActiveBlocksPerMultiprocessor
 #define gpuStreamCreateWithFlags hipStreamCreateWithFlags
@@ -151,6 +152,7 @@
 #define gpuFuncAttributes cudaFuncAttributes
 #define gpuFuncGetAttributes cudaFuncGetAttributes
 #define gpuFuncSetAttribute cudaFuncSetAttribute
+#define gpuLaunchKernel cudaLaunchKernel
 #define gpuFuncAttributeMaxDynamicSharedMemorySize cudaFuncAttributeMaxDynamicSharedMemorySize
 #define gpuOccupancyMaxActiveBlocksPerMultiprocessor cudaOccupancyMaxActiveBlocksPerMultiprocessor
 #define gpuStreamCreateWithFlags cudaStreamCreateWithFlags
@@ -223,8 +225,13 @@ class GpuError : public Error {
   using Error::Error;
 };
 
+// What to do where the build has no device code for the current GPU: the architectures this build
+// holds, the GPU's, and how to rebuild (device_code.cu). Empty for other errors.
+std::string missing_device_code_advice(gpuError_t e);
+
 [[noreturn]] inline void throw_gpu_error(gpuError_t e, const char* call, const char* file, int line) {
-  throw GpuError(std::string(call) + " failed: " + gpuGetErrorString(e) + " (" + file + ":" + std::to_string(line) + ")");
+  throw GpuError(std::string(call) + " failed: " + gpuGetErrorString(e) + " (" + file + ":" + std::to_string(line) + ")" +
+                 missing_device_code_advice(e));
 }
 
 #if TF_GPU_HAS_BLASLT

@@ -3,10 +3,10 @@
 # unavailable in a HIP build; docs/PLATFORMS.md). Included from CMakeLists.txt beside this file,
 # which lists the units; every unit there is compiled here unless it needs what this build lacks:
 #  - TINYFUSE_GPU_UNITS_NEED_BLASLT: hipBLASLt (find_package(hipblaslt));
-#  - TINYFUSE_GPU_UNITS_NEED_ROCWMMA: the fused MLPs' rocWMMA kernels (fused/mma_hip.cuh: the
+#  - TINYFUSE_GPU_UNITS_NEED_ROCWMMA: the fused MLPs' rocWMMA kernels (primitives/rocwmma.cuh: the
 #    forward and backward), when rocwmma/rocwmma.hpp is not found (Debian 12 packages no rocWMMA);
 #  - TINYFUSE_GPU_UNITS_CUDA_ONLY: kernels with no HIP path (FullyFusedMLP's
-#    PTX streaming forward units; forward.cu's kernel serves HIP).
+#    PTX pipelined forward units; forward.cu's kernel serves HIP).
 set(_tf_units ${TINYFUSE_GPU_UNITS})
 set(_tf_skipped "")
 

@@ -232,7 +232,7 @@ class GpuLoss final : public Loss {
   Device device() const override { return Device::CUDA; }
   json hyperparams() const override { return {{"otype", name()}}; }
   std::string name() const override { return loss_names()[static_cast<size_t>(kind_)]; }
-  LossKind kind() const { return kind_; }
+  std::optional<LossKind> kind() const override { return kind_; }
 
   void evaluate(float loss_scale, const TensorView& prediction, const TensorView& target, const TensorView& values,
                 const TensorView& gradients, const TensorView* data_pdf) const override {
@@ -269,10 +269,5 @@ class GpuLoss final : public Loss {
 }  // namespace
 
 std::unique_ptr<Loss> make_loss(LossKind kind) { return std::make_unique<GpuLoss>(kind); }
-
-std::optional<LossKind> builtin_loss_kind(const Loss& loss) {
-  const auto* builtin = dynamic_cast<const GpuLoss*>(&loss);
-  return builtin ? std::optional<LossKind>(builtin->kind()) : std::nullopt;
-}
 
 }  // namespace tinyfuse::cuda

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/fused/fully_fused_mlp.h"
 #include "testing/device_matrix.h"
 #include "testing/host_copies.h"
 #include "tinyfuse/tinyfuse.h"
@@ -55,19 +56,21 @@ inline ::testing::AssertionResult same_bits(const std::vector<double>& got, cons
 }
 
 // Ten Trainer steps (Adam, L2) of a 32 -> 64 x 2 -> 7 FullyFusedMLP, alone or behind an Identity
-// encoding (no parameters), on seeded batches: the losses and the final FP32 parameters. The
-// caller sets the path under test first.
+// encoding (no parameters), on seeded batches, its kernels as `options` allow: the losses, the
+// final FP32 parameters and the kernels the last step ran.
 struct TrainerRun {
   std::vector<float> losses, params;
+  std::shared_ptr<DifferentiableObject> model;
+  cuda::fused::FusedKernel kernel_of(cuda::fused::FusedPass pass) const { return cuda::fused_kernel_used(*model, pass); }
 };
-inline TrainerRun ten_trainer_steps(bool with_encoding) {
+inline TrainerRun ten_trainer_steps(bool with_encoding, const BuildOptions& options) {
   const json net_cfg = {{"otype", "FullyFusedMLP"}, {"n_neurons", 64}, {"n_hidden_layers", 2},
                         {"activation", "ReLU"},    {"output_activation", "None"}};
   std::shared_ptr<DifferentiableObject> model;
   if (with_encoding)
-    model = create_network_with_input_encoding(32, 7, {{"otype", "Identity"}}, net_cfg, BuildOptions{Device::CUDA});
+    model = create_network_with_input_encoding(32, 7, {{"otype", "Identity"}}, net_cfg, options);
   else
-    model = create_network(net_cfg, 32, 7, BuildOptions{Device::CUDA});
+    model = create_network(net_cfg, 32, 7, options);
   Trainer trainer(model, create_optimizer({{"otype", "Adam"}, {"learning_rate", 1e-2}}, BuildOptions{Device::CUDA}),
                   create_loss({{"otype", "L2"}}, BuildOptions{Device::CUDA}), 31);
   const int64_t batch = 4099;
@@ -83,6 +86,7 @@ inline TrainerRun ten_trainer_steps(bool with_encoding) {
     run.losses.push_back(trainer.training_step(in.view, tgt.view));
   }
   run.params = trainer.params_host();
+  run.model = model;
   return run;
 }
 

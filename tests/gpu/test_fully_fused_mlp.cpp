@@ -322,9 +322,9 @@ void check_case(const Case& c) {
   EXPECT_TRUE(bitwise_equal(download(dx.view), got_dx)) << "input gradient with GradientMode::Ignore";
 
   // Overwrite without an input gradient. Where the backward forms the weight gradients inside
-  // the streaming kernel (64 wide ReLU shapes, stream_launch.h) their sums run in another order
+  // the pipelined kernel (64 wide ReLU shapes, pipelined/launch.h) their sums run in another order
   // than with dL/dinput, so: against the reference, and repeatable bit for bit.
-  // (FusedStreamForward / FusedWeightGrads compare the two paths directly.)
+  // (FusedPipelined / FusedWeightGrads compare the two paths directly.)
   fill_tensor(gview, kNaN);
   gpu->backward(*ctx, in.view, out.view, dy.view, nullptr, false, GradientMode::Overwrite);
   const std::vector<double> grads_no_dx = download(gview);

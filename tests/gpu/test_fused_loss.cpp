@@ -1,5 +1,5 @@
-// FullyFusedMLP's forward_with_loss: the loss evaluated inside the streaming training forward
-// (src/cuda/fused/loss_epilogue.cuh) against the default path, forward() into an output and then
+// FullyFusedMLP's forward_with_loss: the loss evaluated inside the pipelined training forward
+// (src/cuda/fused/pipelined/loss_epilogue.cuh) against the default path, forward() into an output and then
 // Loss::evaluate (the GPU loss's dense per-row kernel). The two must write the same bits: per-row
 // loss values and loss gradients (values and gradients are poisoned with NaN first, so an element
 // the kernel skipped cannot pass), and the backward from either context the same parameter
@@ -22,8 +22,7 @@
 #include <vector>
 
 #include "core/loss_config.h"
-#include "cuda/fused/forward_choice.h"
-#include "cuda/fused/launch.h"
+#include "cuda/fused/fully_fused_mlp.h"
 #include "gpu/fused_pass_cases.h"
 #include "testing/device_matrix.h"
 #include "testing/host_copies.h"
@@ -58,26 +57,26 @@ class FusedLoss : public ::testing::Test {
  protected:
   void SetUp() override {
     if (gpu_count() == 0) GTEST_SKIP() << "skipped: no GPU";
-    if (fz::general_forward_forced()) GTEST_SKIP() << "TINYFUSE_FUSED_FORWARD=general leaves the folded loss out";
-    was_on_ = fz::fused_loss();
-    step_was_on_ = fz::fused_train_step();
-    fz::force_fused_train_step(false);  // the Trainer's pass as two calls: forward_with_loss is what is tested here
   }
-  void TearDown() override {
-    fz::force_fused_loss(was_on_);
-    fz::force_fused_train_step(step_was_on_);
-  }
-  bool was_on_ = true, step_was_on_ = true;
 };
+
+// A network that may fold the loss into its training forward, or not; neither runs the whole
+// pass in one kernel (forward_with_loss is what is tested here).
+BuildOptions folding(bool fold) {
+  BuildOptions o{Device::CUDA};
+  o.fused_kernels.one_kernel_step = false;
+  o.fused_kernels.folded_loss = fold;
+  return o;
+}
 
 struct StepResult {
   std::vector<double> values, loss_grads, param_grads;
-  unsigned long long folded = 0;  // kernel launches that evaluated the loss
+  bool folded = false;  // the kernel that evaluates the loss ran
 };
 
-// forward_with_loss (folded or not, as `fold` says), then backward with parameter gradients.
-StepResult run(bool fold, Network& net, const Loss& loss, const TensorView& in, const TensorView& target,
-               const TensorView* pdf, const TensorView& param_grads) {
+// forward_with_loss, then backward with parameter gradients.
+StepResult run(Network& net, const Loss& loss, const TensorView& in, const TensorView& target, const TensorView* pdf,
+               const TensorView& param_grads) {
   const int64_t batch = in.rows();
   const DType p = net.output_dtype();
   const uint32_t W = net.padded_output_width();
@@ -86,17 +85,26 @@ StepResult run(bool fold, Network& net, const Loss& loss, const TensorView& in, 
   grads.poison();
   values.poison();
   fill_tensor(param_grads, kNaN);
-  fz::force_fused_loss(fold);
   StepResult r;
-  const unsigned long long before = fz::fused_loss_launches();
   auto ctx = net.forward_with_loss(in, out.view, loss, 128.0f, target, values.view, grads.view, pdf);
-  r.folded = fz::fused_loss_launches() - before;
+  r.folded = cuda::fused_kernel_used(net, fz::FusedPass::ForwardWithLoss) == fz::FusedKernel::PipelinedFoldedLoss;
   net.backward(*ctx, in, out.view, grads.view, nullptr, false, GradientMode::Overwrite);
   r.values = download(values.view);
   r.loss_grads = download(grads.view);
   r.param_grads = download(param_grads);
   return r;
 }
+
+// The two networks of one case on the same parameters.
+struct NetworkPair {
+  std::unique_ptr<Network> plain, folds;
+  NetworkPair(const LossCase& c, const TensorView& params, const TensorView& grads)
+      : plain(create_network(network_config(c), c.in, c.dims, folding(false))),
+        folds(create_network(network_config(c), c.in, c.dims, folding(true))) {
+    plain->set_params(params, params, grads);
+    folds->set_params(params, params, grads);
+  }
+};
 
 // Losses whose terms are finite for any prediction with this output activation (CrossEntropy and
 // Variance need predictions in (0, 1)), plus RelativeL2Luminance, which the kernel leaves to the
@@ -119,7 +127,7 @@ TEST_F(FusedLoss, SameBitsAsForwardThenLoss) {
   uint64_t seed = 9100;
   for (const LossCase& c : cases)
     for (int64_t batch : batches()) {
-      auto net = create_network(network_config(c), c.in, c.dims, BuildOptions{Device::CUDA});
+      auto net = create_network(network_config(c), c.in, c.dims, folding(true));
       const DType p = c.precision;
       const size_t n = net->n_params();
       Pcg32 rng(seed++);
@@ -128,7 +136,7 @@ TEST_F(FusedLoss, SameBitsAsForwardThenLoss) {
       Buffer pbuf(Device::CUDA, n * dtype_size(p)), gbuf(Device::CUDA, n * dtype_size(p));
       const TensorView pview = pbuf.vector(p, n), gview = gbuf.vector(p, n);
       upload(pview, std::vector<double>(init.begin(), init.end()));
-      net->set_params(pview, pview, gview);
+      const NetworkPair nets(c, pview, gview);
       std::vector<double> input(batch * c.in), target(batch * c.dims);
       for (auto& x : input) x = 2 * rng.next_double() - 1;
       for (auto& x : target) x = c.out_act == "Sigmoid" ? rng.next_double() : 2 * rng.next_double() - 1;
@@ -138,12 +146,12 @@ TEST_F(FusedLoss, SameBitsAsForwardThenLoss) {
       for (const std::string& name : losses_for(c)) {
         SCOPED_TRACE(describe(c, name, batch));
         auto loss = create_loss({{"otype", name}}, BuildOptions{Device::CUDA});
-        const StepResult want = run(false, *net, *loss, in.view, tgt.view, nullptr, gview);
-        EXPECT_EQ(want.folded, 0u) << "the default path launched the folded kernel";
-        const StepResult got = run(true, *net, *loss, in.view, tgt.view, nullptr, gview);
-        // L2 is the one loss folded, up to 64 wide (loss_epilogue.cuh, stream_forward.cu).
+        const StepResult want = run(*nets.plain, *loss, in.view, tgt.view, nullptr, gview);
+        EXPECT_FALSE(want.folded) << "the default path launched the folded kernel";
+        const StepResult got = run(*nets.folds, *loss, in.view, tgt.view, nullptr, gview);
+        // L2 is the one loss folded, up to 64 wide (loss_epilogue.cuh, pipelined/training_forward.cu).
         const bool kernel_can = expect_kernel && name == "L2" && c.width <= 64;
-        EXPECT_EQ(got.folded, kernel_can ? 1u : 0u) << "which forward ran";
+        EXPECT_EQ(got.folded, kernel_can) << "which forward ran";
         EXPECT_TRUE(same_bits(got.values, want.values, "per-row loss values"));
         EXPECT_TRUE(same_bits(got.loss_grads, want.loss_grads, "loss gradients"));
         EXPECT_TRUE(same_bits(got.param_grads, want.param_grads, "parameter gradients"));
@@ -152,38 +160,30 @@ TEST_F(FusedLoss, SameBitsAsForwardThenLoss) {
     }
 }
 
-// forward_folding_loss asks forward_may_fold_loss before it allocates the context: the answer
-// must follow the rule the kernel applies at launch (L2 only, up to 64 wide, sm_90+, switch on).
-TEST_F(FusedLoss, TheFoldRuleIsAskedBeforeAllocating) {
-  DeviceMatrix target(DType::F32, 64, 3, false), values(DType::F32, 64, 1, false), grads(DType::F16, 64, 16, false);
-  fz::FusedShape shape;
-  shape.width = 64;
-  shape.in_width = 32;
-  shape.out_width = 16;
-  shape.n_hidden = 2;
-  fz::ForwardArgs::Loss L;
-  L.kind = static_cast<int>(LossKind::L2);
-  L.dims = 3;
-  L.target = static_cast<const float*>(target.view.data);
-  L.ld_target = 3;
-  L.values = static_cast<float*>(values.view.data);
-  L.gradients = grads.view.data;
-  L.ld_grad = 16;
-  fz::force_fused_loss(true);
-  EXPECT_EQ(fz::forward_may_fold_loss(shape, L), sm90_or_newer()) << "L2, 64 wide";
-  for (LossKind k : {LossKind::L1, LossKind::RelativeL2, LossKind::MAPE}) {
-    fz::ForwardArgs::Loss other = L;
-    other.kind = static_cast<int>(k);
-    EXPECT_FALSE(fz::forward_may_fold_loss(shape, other)) << loss_names()[static_cast<size_t>(k)];
-  }
-  fz::FusedShape wide = shape;
-  wide.width = 128;
-  EXPECT_FALSE(fz::forward_may_fold_loss(wide, L)) << "128 wide keeps the loss kernel";
-  fz::ForwardArgs::Loss no_gradients = L;
-  no_gradients.gradients = nullptr;
-  EXPECT_FALSE(fz::forward_may_fold_loss(shape, no_gradients)) << "nothing to fold into";
-  fz::force_fused_loss(false);
-  EXPECT_FALSE(fz::forward_may_fold_loss(shape, L)) << "switched off";
+// The fold's rule, asked of the network (the planner, plan.cu): L2 only, up to 64 wide, sm_90+,
+// folded_loss on; otherwise forward_with_loss takes the default path and still gives a context.
+TEST_F(FusedLoss, TheFoldRule) {
+  const int64_t batch = 64;
+  auto folds = [&](uint32_t width, const char* loss_name, bool fold_allowed) {
+    const LossCase c{DType::F16, 32, width, 2, 3, "ReLU", "None"};
+    auto net = create_network(network_config(c), c.in, c.dims, folding(fold_allowed));
+    const size_t n = net->n_params();
+    Buffer pbuf(Device::CUDA, n * 2), gbuf(Device::CUDA, n * 2);
+    const TensorView pview = pbuf.vector(c.precision, n), gview = gbuf.vector(c.precision, n);
+    fill_tensor(pview, 0.01);
+    net->set_params(pview, pview, gview);
+    DeviceMatrix in(c.precision, batch, c.in, false), target(DType::F32, batch, c.dims, false);
+    fill_tensor(in.view, 0.5);
+    fill_tensor(target.view, 0.25);
+    auto loss = create_loss({{"otype", loss_name}}, BuildOptions{Device::CUDA});
+    const StepResult r = run(*net, *loss, in.view, target.view, nullptr, gview);
+    EXPECT_EQ(r.values.size(), static_cast<size_t>(batch)) << "a context and values either way";
+    return r.folded;
+  };
+  EXPECT_EQ(folds(64, "L2", true), sm90_or_newer()) << "L2, 64 wide";
+  for (const char* other : {"L1", "RelativeL2", "MAPE"}) EXPECT_FALSE(folds(64, other, true)) << other;
+  EXPECT_FALSE(folds(128, "L2", true)) << "128 wide keeps the loss kernel";
+  EXPECT_FALSE(folds(64, "L2", false)) << "switched off";
 }
 
 // A strided target (rows further apart than their width, only 4-byte aligned) goes through the
@@ -191,7 +191,7 @@ TEST_F(FusedLoss, TheFoldRuleIsAskedBeforeAllocating) {
 TEST_F(FusedLoss, StridedTargetAndDataPdf) {
   const bool expect_kernel = sm90_or_newer();
   const LossCase c{DType::F16, 64, 64, 2, 24, "ReLU", "None"};
-  auto net = create_network(network_config(c), c.in, c.dims, BuildOptions{Device::CUDA});
+  auto net = create_network(network_config(c), c.in, c.dims, folding(true));
   const int64_t batch = 300;
   const size_t n = net->n_params();
   Pcg32 rng(77);
@@ -200,7 +200,7 @@ TEST_F(FusedLoss, StridedTargetAndDataPdf) {
   Buffer pbuf(Device::CUDA, n * 2), gbuf(Device::CUDA, n * 2);
   const TensorView pview = pbuf.vector(c.precision, n), gview = gbuf.vector(c.precision, n);
   upload(pview, std::vector<double>(init.begin(), init.end()));
-  net->set_params(pview, pview, gview);
+  const NetworkPair nets(c, pview, gview);
   std::vector<double> input(batch * c.in), target(batch * c.dims), pdf(batch * c.dims);
   for (auto& x : input) x = 2 * rng.next_double() - 1;
   for (auto& x : target) x = 2 * rng.next_double() - 1;
@@ -221,9 +221,9 @@ TEST_F(FusedLoss, StridedTargetAndDataPdf) {
   for (const Variant& v : {Variant{"strided target", &strided_target.view, nullptr, expect_kernel},
                            Variant{"data pdf", &dense_target.view, &pdf_m.view, false}}) {
     SCOPED_TRACE(v.what);
-    const StepResult want = run(false, *net, *loss, in.view, *v.target, v.pdf, gview);
-    const StepResult got = run(true, *net, *loss, in.view, *v.target, v.pdf, gview);
-    EXPECT_EQ(got.folded, v.kernel ? 1u : 0u) << "which forward ran";
+    const StepResult want = run(*nets.plain, *loss, in.view, *v.target, v.pdf, gview);
+    const StepResult got = run(*nets.folds, *loss, in.view, *v.target, v.pdf, gview);
+    EXPECT_EQ(got.folded, v.kernel) << "which forward ran";
     EXPECT_TRUE(same_bits(got.values, want.values, "per-row loss values"));
     EXPECT_TRUE(same_bits(got.loss_grads, want.loss_grads, "loss gradients"));
     EXPECT_TRUE(same_bits(got.param_grads, want.param_grads, "parameter gradients"));
@@ -235,14 +235,12 @@ TEST_F(FusedLoss, StridedTargetAndDataPdf) {
 TEST_F(FusedLoss, TrainerStepsSameBits) {
   for (bool with_encoding : {false, true}) {
     SCOPED_TRACE(with_encoding ? "NetworkWithInputEncoding (Identity)" : "FullyFusedMLP");
-    fz::force_fused_loss(false);
-    const unsigned long long off = fz::fused_loss_launches();
-    const tinyfuse::testing::TrainerRun want = tinyfuse::testing::ten_trainer_steps(with_encoding);
-    EXPECT_EQ(fz::fused_loss_launches() - off, 0u) << "switched off, the path ran";
-    fz::force_fused_loss(true);
-    const unsigned long long before = fz::fused_loss_launches();
-    const tinyfuse::testing::TrainerRun got = tinyfuse::testing::ten_trainer_steps(with_encoding);
-    EXPECT_EQ(fz::fused_loss_launches() - before, sm90_or_newer() ? 10u : 0u) << "which path ran";
+    const tinyfuse::testing::TrainerRun want = tinyfuse::testing::ten_trainer_steps(with_encoding, folding(false));
+    EXPECT_EQ(want.kernel_of(fz::FusedPass::ForwardWithLoss), fz::FusedKernel::None) << "switched off, the path ran";
+    const tinyfuse::testing::TrainerRun got = tinyfuse::testing::ten_trainer_steps(with_encoding, folding(true));
+    EXPECT_EQ(got.kernel_of(fz::FusedPass::ForwardWithLoss),
+              sm90_or_newer() ? fz::FusedKernel::PipelinedFoldedLoss : fz::FusedKernel::None)
+        << "which path ran";
     tinyfuse::testing::expect_same_runs(got, want, "folded");
   }
 }

@@ -1,14 +1,14 @@
-// FullyFusedMLP's forward_backward_with_loss in one kernel (src/cuda/fused/stream_train_kernel.cuh)
-// against the same pass as two calls: forward_with_loss (the L2 loss folded into the streaming
+// FullyFusedMLP's forward_backward_with_loss in one kernel (src/cuda/fused/pipelined/train_step_kernel.cuh)
+// against the same pass as two calls: forward_with_loss (the L2 loss folded into the pipelined
 // forward) and backward() (the backward that forms the weight gradients inside). The one kernel
 // computes every value as those two do and sums the weight gradients in the same order on the
 // same grid (one block per SM for both), so per-row loss values and parameter gradients must be
 // the same bits. Those two kernels are checked against the CPU FP64 reference and the separate
-// weight-gradient kernels elsewhere (test_fully_fused_mlp.cpp, test_fused_stream_forward.cpp,
+// weight-gradient kernels elsewhere (test_fully_fused_mlp.cpp, test_fused_pipelined.cpp,
 // test_fused_loss.cpp); the Trainer against the CPU trainer in test_qualification.cpp, whose
 // 64-wide FullyFusedMLP now trains through this kernel.
 // Outputs are poisoned with NaN first, so an element the kernel skipped cannot pass. On sm_90+ the
-// kernel must have run exactly where it applies (launch counter): L2, 64 wide, ReLU, identity
+// kernel must have run exactly where it applies (the network says which ran): L2, 64 wide, ReLU, identity
 // output, 1 or 2 hidden layers, input 32 or 64; elsewhere the default path runs, with the same bits.
 // Shapes: padded outputs 16 to 64 (48: six 8-column groups, which the lanes' walk does not divide
 // evenly), targets narrower than the padded output, batches from 1 row to many rounds of tiles,
@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "cuda/fused/forward_choice.h"
+#include "cuda/fused/fully_fused_mlp.h"
 #include "gpu/fused_pass_cases.h"
 #include "testing/device_matrix.h"
 #include "testing/host_copies.h"
@@ -49,7 +49,7 @@ using StepCase = tinyfuse::testing::FusedPassCase;
   return tinyfuse::testing::same_bits(got, want, what, "one kernel", "two calls");
 }
 
-// Whether the one kernel takes this case (stream_launch.h, launch_fused_train_step).
+// Whether the one kernel takes this case (plan_pipelined_train_step).
 bool kernel_applies(const StepCase& c, const std::string& loss) {
   return sm90_or_newer() && loss == "L2" && c.width == 64 && c.act == "ReLU" && c.out_act == "None" &&
          (c.in == 32 || c.in == 64) && c.hidden <= 2;
@@ -66,24 +66,26 @@ class FusedTrainStep : public ::testing::Test {
  protected:
   void SetUp() override {
     if (gpu_count() == 0) GTEST_SKIP() << "skipped: no GPU";
-    if (fz::general_forward_forced()) GTEST_SKIP() << "TINYFUSE_FUSED_FORWARD=general leaves the one-kernel pass out";
-    was_on_ = fz::fused_train_step();
-    if (!fz::fused_loss() || !fz::fused_weight_grads())
-      GTEST_SKIP() << "TINYFUSE_FUSED_LOSS=0 or TINYFUSE_FUSED_WGRAD=0 switches the one-kernel pass off";
+    if (const char* e = std::getenv("TINYFUSE_FUSED_KERNELS"); e && std::strcmp(e, "general") == 0)
+      GTEST_SKIP() << "TINYFUSE_FUSED_KERNELS=general leaves the one-kernel pass out";
   }
-  void TearDown() override { fz::force_fused_train_step(was_on_); }
-  bool was_on_ = true;
 };
+
+// A network that may run the pass in one kernel, or not (then as forward_with_loss and backward).
+BuildOptions one_kernel_step(bool on) {
+  BuildOptions o{Device::CUDA};
+  o.fused_kernels.one_kernel_step = on;
+  return o;
+}
 
 struct PassResult {
   std::vector<double> values, param_grads;
-  unsigned long long one_kernel = 0;  // launches of the one-kernel pass
+  bool one_kernel = false;  // the one-kernel pass ran
 };
 
-// forward_backward_with_loss with the one kernel allowed or not; parameter gradients start as
-// `start` (NaN for Overwrite).
-PassResult run(bool one_kernel, Network& net, const Loss& loss, const TensorView& in, const TensorView& target,
-               const TensorView* pdf, const TensorView& param_grads, GradientMode mode, double start) {
+// forward_backward_with_loss; parameter gradients start as `start` (NaN for Overwrite).
+PassResult run(Network& net, const Loss& loss, const TensorView& in, const TensorView& target, const TensorView* pdf,
+               const TensorView& param_grads, GradientMode mode, double start) {
   const int64_t batch = in.rows();
   const DType p = net.output_dtype();
   const uint32_t W = net.padded_output_width();
@@ -92,23 +94,23 @@ PassResult run(bool one_kernel, Network& net, const Loss& loss, const TensorView
   grads.poison();
   values.poison();
   fill_tensor(param_grads, start);
-  fz::force_fused_train_step(one_kernel);
   PassResult r;
-  const unsigned long long before = fz::fused_train_step_launches();
   net.forward_backward_with_loss(in, out.view, loss, 128.0f, target, values.view, grads.view, pdf, mode);
-  r.one_kernel = fz::fused_train_step_launches() - before;
+  r.one_kernel = cuda::fused_kernel_used(net, fz::FusedPass::TrainStep) == fz::FusedKernel::PipelinedTrainStep;
   r.values = download(values.view);
   r.param_grads = download(param_grads);
   return r;
 }
 
+// The case's two networks (one kernel allowed, and not) on the same parameters and data.
 struct Fixture {
-  std::unique_ptr<Network> net;
+  std::unique_ptr<Network> net, two_calls;
   Buffer pbuf, gbuf;
   TensorView pview, gview;
   DeviceMatrix in, tgt;
   Fixture(const StepCase& c, int64_t batch, uint64_t seed, bool strided_target = false)
-      : net(create_network(network_config(c), c.in, c.dims, BuildOptions{Device::CUDA})),
+      : net(create_network(network_config(c), c.in, c.dims, one_kernel_step(true))),
+        two_calls(create_network(network_config(c), c.in, c.dims, one_kernel_step(false))),
         in(c.precision, batch, c.in, false),
         tgt(DType::F32, batch, c.dims, strided_target) {
     const size_t n = net->n_params();
@@ -122,6 +124,7 @@ struct Fixture {
     gview = gbuf.vector(p, n);
     upload(pview, std::vector<double>(init.begin(), init.end()));
     net->set_params(pview, pview, gview);
+    two_calls->set_params(pview, pview, gview);
     std::vector<double> input(batch * c.in), target(batch * c.dims);
     for (auto& x : input) x = 2 * rng.next_double() - 1;
     for (auto& x : target) x = c.out_act == "Sigmoid" ? rng.next_double() : 2 * rng.next_double() - 1;
@@ -141,10 +144,10 @@ TEST_F(FusedTrainStep, SameBitsAsTwoCalls) {
       SCOPED_TRACE(describe(c, "L2", batch));
       Fixture f(c, batch, seed++);
       auto loss = create_loss({{"otype", "L2"}}, BuildOptions{Device::CUDA});
-      const PassResult want = run(false, *f.net, *loss, f.in.view, f.tgt.view, nullptr, f.gview, GradientMode::Overwrite, kNaN);
-      EXPECT_EQ(want.one_kernel, 0u) << "switched off, the one kernel ran";
-      const PassResult got = run(true, *f.net, *loss, f.in.view, f.tgt.view, nullptr, f.gview, GradientMode::Overwrite, kNaN);
-      EXPECT_EQ(got.one_kernel, kernel_applies(c, "L2") ? 1u : 0u) << "which path ran";
+      const PassResult want = run(*f.two_calls, *loss, f.in.view, f.tgt.view, nullptr, f.gview, GradientMode::Overwrite, kNaN);
+      EXPECT_FALSE(want.one_kernel) << "switched off, the one kernel ran";
+      const PassResult got = run(*f.net, *loss, f.in.view, f.tgt.view, nullptr, f.gview, GradientMode::Overwrite, kNaN);
+      EXPECT_EQ(got.one_kernel, kernel_applies(c, "L2")) << "which path ran";
       EXPECT_TRUE(same_bits(got.values, want.values, "per-row loss values"));
       EXPECT_TRUE(same_bits(got.param_grads, want.param_grads, "parameter gradients"));
       if (HasFailure()) return;
@@ -156,12 +159,12 @@ TEST_F(FusedTrainStep, AccumulatesLikeBackward) {
   const StepCase c{DType::F16, 64, 64, 2, 64};
   Fixture f(c, 20000, 61);
   auto loss = create_loss({{"otype", "L2"}}, BuildOptions{Device::CUDA});
-  const PassResult want = run(false, *f.net, *loss, f.in.view, f.tgt.view, nullptr, f.gview, GradientMode::Accumulate, 0.25);
-  const PassResult got = run(true, *f.net, *loss, f.in.view, f.tgt.view, nullptr, f.gview, GradientMode::Accumulate, 0.25);
-  EXPECT_EQ(got.one_kernel, kernel_applies(c, "L2") ? 1u : 0u);
+  const PassResult want = run(*f.two_calls, *loss, f.in.view, f.tgt.view, nullptr, f.gview, GradientMode::Accumulate, 0.25);
+  const PassResult got = run(*f.net, *loss, f.in.view, f.tgt.view, nullptr, f.gview, GradientMode::Accumulate, 0.25);
+  EXPECT_EQ(got.one_kernel, kernel_applies(c, "L2"));
   EXPECT_TRUE(same_bits(got.param_grads, want.param_grads, "accumulated parameter gradients"));
   // And not simply overwritten: the pass's own gradients differ from these by the 0.25 added.
-  const PassResult plain = run(true, *f.net, *loss, f.in.view, f.tgt.view, nullptr, f.gview, GradientMode::Overwrite, kNaN);
+  const PassResult plain = run(*f.net, *loss, f.in.view, f.tgt.view, nullptr, f.gview, GradientMode::Overwrite, kNaN);
   size_t moved = 0;
   for (size_t i = 0; i < plain.param_grads.size(); ++i) moved += plain.param_grads[i] != got.param_grads[i];
   EXPECT_GT(moved, plain.param_grads.size() / 2) << "Accumulate wrote the same as Overwrite";
@@ -195,9 +198,9 @@ TEST_F(FusedTrainStep, OtherCasesTakeTheDefaultPath) {
     upload(pdf.view, pdf_values);
     const TensorView* pdf_view = v.pdf ? &pdf.view : nullptr;
     auto loss = create_loss({{"otype", v.loss}}, BuildOptions{Device::CUDA});
-    const PassResult want = run(false, *f.net, *loss, f.in.view, f.tgt.view, pdf_view, f.gview, GradientMode::Overwrite, kNaN);
-    const PassResult got = run(true, *f.net, *loss, f.in.view, f.tgt.view, pdf_view, f.gview, GradientMode::Overwrite, kNaN);
-    EXPECT_EQ(got.one_kernel, !v.pdf && kernel_applies(v.c, v.loss) ? 1u : 0u) << "which path ran";
+    const PassResult want = run(*f.two_calls, *loss, f.in.view, f.tgt.view, pdf_view, f.gview, GradientMode::Overwrite, kNaN);
+    const PassResult got = run(*f.net, *loss, f.in.view, f.tgt.view, pdf_view, f.gview, GradientMode::Overwrite, kNaN);
+    EXPECT_EQ(got.one_kernel, !v.pdf && kernel_applies(v.c, v.loss)) << "which path ran";
     EXPECT_TRUE(same_bits(got.values, want.values, "per-row loss values"));
     EXPECT_TRUE(same_bits(got.param_grads, want.param_grads, "parameter gradients"));
     if (HasFailure()) return;
@@ -210,14 +213,12 @@ TEST_F(FusedTrainStep, OtherCasesTakeTheDefaultPath) {
 TEST_F(FusedTrainStep, TrainerStepsSameBits) {
   for (bool with_encoding : {false, true}) {
     SCOPED_TRACE(with_encoding ? "NetworkWithInputEncoding (Identity)" : "FullyFusedMLP");
-    fz::force_fused_train_step(false);
-    const unsigned long long off = fz::fused_train_step_launches();
-    const tinyfuse::testing::TrainerRun want = tinyfuse::testing::ten_trainer_steps(with_encoding);
-    EXPECT_EQ(fz::fused_train_step_launches() - off, 0u) << "switched off, the path ran";
-    fz::force_fused_train_step(true);
-    const unsigned long long before = fz::fused_train_step_launches();
-    const tinyfuse::testing::TrainerRun got = tinyfuse::testing::ten_trainer_steps(with_encoding);
-    EXPECT_EQ(fz::fused_train_step_launches() - before, sm90_or_newer() ? 10u : 0u) << "which path ran";
+    const tinyfuse::testing::TrainerRun want = tinyfuse::testing::ten_trainer_steps(with_encoding, one_kernel_step(false));
+    EXPECT_EQ(want.kernel_of(fz::FusedPass::TrainStep), fz::FusedKernel::None) << "switched off, the path ran";
+    const tinyfuse::testing::TrainerRun got = tinyfuse::testing::ten_trainer_steps(with_encoding, one_kernel_step(true));
+    EXPECT_EQ(got.kernel_of(fz::FusedPass::TrainStep),
+              sm90_or_newer() ? fz::FusedKernel::PipelinedTrainStep : fz::FusedKernel::None)
+        << "which path ran";
     tinyfuse::testing::expect_same_runs(got, want, "one kernel");
   }
 }

@@ -1,18 +1,19 @@
-// FullyFusedMLP inference through the Hopper kernel (src/cuda/fused/wgmma_kernel.cuh: wgmma
-// warpgroup products) against the mma.sync streaming kernel it replaces on compute capability
-// 9.0 (forced with fused::force_forward_path(NoWgmma)). The two round at the same points and the
-// tensor cores sum each 16-deep product the same way for both instructions: on the H200
-// (2026-12-03) all 4,343,552 outputs of the first version of this test matched bit for bit, so
-// the test requires it (the FullyFusedMLP suite, test_fully_fused_mlp.cpp, checks inference on
+// FullyFusedMLP inference through the Hopper kernel (src/cuda/fused/hopper/wgmma_kernel.cuh: wgmma
+// warpgroup products) against the mma.sync pipelined kernel it replaces on compute capability
+// 9.0 (a network built without the Hopper kernels, BuildOptions::fused_kernels). The two round at
+// the same points and the tensor cores sum each 16-deep product the same way for both
+// instructions: on the H200 all 4,343,552 outputs of the first version of this test matched bit
+// for bit, so the test requires it (the FullyFusedMLP suite, test_fully_fused_mlp.cpp, checks inference on
 // whichever kernel runs against its rounded-storage FP64 reference, and inference against
 // forward bit for bit). Widths 64 and 128 (the kernel's), inputs narrower / wider than the hidden
 // layers and not multiples of 64, outputs padded (5 -> 16) and wider than 16 but not the hidden
 // width, depths 1-4, ReLU / LeakyReLU / Tanh / Sine with None / Sigmoid outputs, batches
 // 1 .. 300001, strided views, parameters off the 16-byte grid (the square kernel is for aligned
 // ones); outputs poisoned with NaN first. The square 64-wide ReLU network runs on the kernel that
-// moves whole tiles by tensor copies (wgmma_tma_kernel.cuh) where its rows allow, else on the
-// row-copying square instance (the tma_inference() switch): both are checked, and which one ran. Runs on the device machine; skips
-// without a GPU, and without a compute capability 9.0 device or sm_90a code in the build.
+// moves whole tiles by tensor copies (hopper/tma_kernel.cuh) where its rows allow, else on the
+// row-copying square instance (FusedKernelOptions::tma): both are checked, and which one ran. Runs
+// on the device machine; skips without a GPU, and without a compute capability 9.0 device or sm_90a
+// code in the build.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime.h>
@@ -24,9 +25,8 @@
 #include <utility>
 #include <vector>
 
-#include "cuda/fused/forward_choice.h"
-#include "cuda/fused/stream_launch.h"
-#include "cuda/fused/tensor_maps.h"
+#include "cuda/fused/fully_fused_mlp.h"
+#include "cuda/primitives/tensor_maps.h"
 #include "testing/device_matrix.h"
 #include "tinyfuse/tinyfuse.h"
 
@@ -71,21 +71,22 @@ class FusedWgmma : public ::testing::Test {
     if (prop.major != 9 || prop.minor != 0)
       GTEST_SKIP() << "skipped: the wgmma kernel runs on compute capability 9.0 only (this GPU is " << prop.major << "."
                    << prop.minor << ")";
-    if (!fused::wgmma_inference_built())
+    if (!fused::hopper_kernels_built())
       GTEST_SKIP() << "skipped: this build holds no sm_90a code (CMAKE_CUDA_ARCHITECTURES without 90)";
   }
-  void TearDown() override {
-    fused::force_forward_path(fused::ForwardPath::Any);
-    fused::force_tma_inference(true);
-  }
 
-  // Returns the number of elements that matched the mma.sync kernel bit for bit.
-  int64_t check(const Case& c, uint64_t seed) {
+  // Returns the number of elements that matched the mma.sync kernel bit for bit; `ran` gets the
+  // kernel the Hopper network ran. tma: whether it may move tiles by tensor copies.
+  int64_t check(const Case& c, uint64_t seed, fused::FusedKernel* ran = nullptr, bool tma = true) {
     SCOPED_TRACE(describe(c));
     const DType p = c.precision;
     json cfg = {{"otype", "FullyFusedMLP"},  {"n_neurons", c.width},          {"n_hidden_layers", c.hidden},
                 {"activation", c.act},       {"output_activation", c.out_act}, {"precision", p == DType::BF16 ? "bf16" : "f16"}};
-    auto gpu = create_network(cfg, c.in, c.out, BuildOptions{Device::CUDA});
+    BuildOptions hopper{Device::CUDA}, mma_only{Device::CUDA};
+    hopper.fused_kernels.tma = tma;
+    mma_only.fused_kernels.hopper = false;
+    auto gpu = create_network(cfg, c.in, c.out, hopper);
+    auto mma_net = create_network(cfg, c.in, c.out, mma_only);
     const size_t n = gpu->n_params();
     const uint32_t W = gpu->padded_output_width();
     Pcg32 rng(seed);
@@ -96,6 +97,7 @@ class FusedWgmma : public ::testing::Test {
                                                 Device::CUDA, static_cast<int64_t>(n));
     upload(pview, std::vector<double>(init.begin(), init.end()));
     gpu->set_params(pview, pview, {});
+    mma_net->set_params(pview, pview, {});
 
     std::vector<double> input(static_cast<size_t>(c.batch) * c.in);
     for (auto& x : input) x = 2 * rng.next_double() - 1;
@@ -103,18 +105,20 @@ class FusedWgmma : public ::testing::Test {
     tinyfuse::testing::DeviceMatrix in(p, c.batch, c.in, pad, offset), out(p, c.batch, W, pad, offset);
     upload(in.view, input);
 
-    fused::force_forward_path(fused::ForwardPath::Any);
     out.poison();
     gpu->inference(in.view, out.view);
     const std::vector<double> got = download(out.view);
+    const fused::FusedKernel kernel = cuda::fused_kernel_used(*gpu, fused::FusedPass::Inference);
+    if (ran) *ran = kernel;
+    EXPECT_TRUE(kernel == fused::FusedKernel::Wgmma || kernel == fused::FusedKernel::WgmmaTma)
+        << "the Hopper network ran " << fused::to_string(kernel);
     out.poison();
     gpu->inference(in.view, out.view);
     const std::vector<double> again = download(out.view);
-    fused::force_forward_path(fused::ForwardPath::NoWgmma);
     out.poison();
-    gpu->inference(in.view, out.view);
+    mma_net->inference(in.view, out.view);
     const std::vector<double> mma = download(out.view);
-    fused::force_forward_path(fused::ForwardPath::Any);
+    EXPECT_EQ(cuda::fused_kernel_used(*mma_net, fused::FusedPass::Inference), fused::FusedKernel::Pipelined);
 
     // FP16 / BF16 -> double is exact, so equal doubles are equal bits (and -0 stays apart from +0).
     int64_t unwritten = 0, same = 0;
@@ -131,7 +135,6 @@ class FusedWgmma : public ::testing::Test {
         << mma[first_diff];
     EXPECT_EQ(std::memcmp(got.data(), again.data(), got.size() * sizeof(double)), 0) << "repeated inference differs";
     if (pad) {  // the padding columns around the view stay poisoned
-      fused::force_forward_path(fused::ForwardPath::Any);
       out.poison();
       gpu->inference(in.view, out.view);
       const std::vector<double> whole = download(out.whole);
@@ -151,7 +154,7 @@ const Case kShapes[] = {
     {DType::F16, 32, 64, 3, 5, "", "", 0, false},      // narrow input (one partial 64-column block), padded output
     {DType::F16, 96, 128, 1, 48, "", "", 0, false},    // input over two blocks, output in 16-column pieces
     {DType::F16, 16, 64, 4, 32, "", "", 0, false},
-    {DType::F16, 256, 64, 2, 16, "", "", 0, false},    // the widest input the streaming kernels take
+    {DType::F16, 256, 64, 2, 16, "", "", 0, false},    // the widest input the pipelined kernels take
 };
 
 TEST_F(FusedWgmma, MatchesTheMmaKernelAndTheReference) {
@@ -214,7 +217,7 @@ TEST_F(FusedWgmma, LargeBatchesAndStridedViews) {
 namespace {
 
 // The square 64-wide ReLU network on Hopper has two kernels: whole tiles by tensor copies
-// (wgmma_tma_kernel.cuh), and the row-copying one it falls back to (switched off here, or rows
+// (hopper/tma_kernel.cuh), and the row-copying one it falls back to (left out here, or rows
 // the copy engine cannot describe; FullyFusedMLP hands kernels 16-byte aligned rows with strides
 // of a multiple of 8 elements, so in practice only batches past 2^31 rows). Both must give the
 // mma.sync kernels' bits, with partial last tiles, wide rows used in place (a row stride the
@@ -232,17 +235,13 @@ TEST_F(FusedWgmma, TensorCopyKernelAndItsFallbackMatch) {
           c.batch = batch;
           c.strided = layout == 1;
           c.wide_rows = layout == 2;
-          fused::force_tma_inference(tma);
-          const unsigned long long before = fused::tma_inference_launches();
-          check(c, seed++);
-          const unsigned long long ran = fused::tma_inference_launches() - before;
-          fused::force_tma_inference(true);
+          fused::FusedKernel ran = fused::FusedKernel::None;
+          check(c, seed++, &ran, tma);
           if (HasFatalFailure()) return;
-          // check() runs inference two or three times with the Hopper kernels allowed.
           if (tma)
-            EXPECT_GE(ran, 2u) << describe(c) << ": the tensor-copy kernel did not run";
+            EXPECT_EQ(ran, fused::FusedKernel::WgmmaTma) << describe(c) << ": the tensor-copy kernel did not run";
           else
-            EXPECT_EQ(ran, 0u) << describe(c) << ": the tensor-copy kernel ran though switched off";
+            EXPECT_EQ(ran, fused::FusedKernel::Wgmma) << describe(c) << ": the tensor-copy kernel ran though switched off";
         }
 }
 

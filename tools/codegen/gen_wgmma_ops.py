@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
-"""Writes src/cuda/fused/wgmma_ops.cuh: the wgmma.mma_async wrappers the Hopper fused kernel uses.
+"""Writes src/cuda/primitives/wgmma.cuh: the wgmma.mma_async wrappers the Hopper fused kernel uses.
 
 Each wrapper's inline asm names every accumulator register (N/2 of them for m64nNk16 with FP32
 accumulators), which is tedious and error-prone by hand; this script prints them. Run it after
-changing the list of shapes: python3 tools/codegen/gen_wgmma_ops.py > src/cuda/fused/wgmma_ops.cuh
+changing the list of shapes: python3 tools/codegen/gen_wgmma_ops.py > src/cuda/primitives/wgmma.cuh
 """
 
 WIDTHS = [16, 32, 64, 128]
-SS_WIDTHS = [64]  # the TMA kernel's first layer (wgmma_tma_kernel.cuh)
+SS_WIDTHS = [64]  # the TMA kernel's first layer (hopper/tma_kernel.cuh)
 TYPES = [("__half", "f16"), ("__nv_bfloat16", "bf16")]
 
 

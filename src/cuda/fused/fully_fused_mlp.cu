@@ -1,16 +1,17 @@
-// FullyFusedMLP on CUDA: the Network around the fused kernels (launch.h states their semantics).
+// FullyFusedMLP on CUDA: the Network around the fused kernels (launch.h states their semantics;
+// plan.h chooses which kernel runs each pass, and this class asks it once per batch and layout).
 //
-//   inference()  one fused forward kernel: input -> output, nothing else touches memory.
-//   forward()    the same kernel, also writing what backward() needs into the context: every
-//                hidden layer's y (the next layer's input) and z where act' cannot be read from y
+//   inference()  one kernel: input -> output, nothing else touches memory.
+//   forward()    one kernel, also writing what backward() needs into the context: every hidden
+//                layer's y (the next layer's input) and z where act' cannot be read from y
 //                (hidden activations other than None / ReLU / LeakyReLU; the output layer's z
 //                unless its activation is None).
-//   backward()   one fused backward kernel (dL/dinput and, for parameter gradients, every layer's
-//                dZ), then per layer the deterministic split-K weight-gradient kernel
-//                dW = dZ^T X (weight_grad.cu).
-//   forward_with_loss / forward_backward_with_loss (the Trainer's): the L2 loss folded into the
-//                training forward, and the whole pass as one kernel (stream_launch.h) where the
-//                shape allows; the default calls otherwise.
+//   backward()   one kernel for dL/dinput and, for parameter gradients, every layer's dZ, then the
+//                deterministic split-K weight-gradient kernels dW = dZ^T X (weight_grad/); or, where
+//                the planner has one, a kernel that forms the weight gradients itself.
+//   forward_with_loss / forward_backward_with_loss (the Trainer's): the built-in L2 loss folded
+//                into the training forward, and the whole pass as one kernel, where the planner
+//                has a kernel for them; the default calls otherwise.
 //
 // The kernels need 16-byte aligned matrices with row strides of a multiple of 8 elements; views
 // that are not (a column slice starting mid-row, say) are staged through aligned scratch with one
@@ -23,57 +24,21 @@
 #include <string>
 #include <vector>
 
+#include <stdexcept>
+
 #include "core/mlp_base.h"
-#include "cuda/backend.h"
+#include "core/network_with_input_encoding.h"
 #include "cuda/common.cuh"
+#include "cuda/gpu_mlp.h"
+#include "cuda/staging.h"
 #include "cuda/fused/launch.h"
-#if !defined(TINYFUSE_WITH_HIP)
-#include "cuda/fused/stream_launch.h"
-#endif
+#include "cuda/fused/plan.h"
 #include "tinyfuse/buffer.h"
 #include "tinyfuse/errors.h"
 
 namespace tinyfuse::cuda {
 
 namespace {
-
-constexpr size_t kAlign = 256;  // bytes: start of every sub-allocation
-
-size_t round_up(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
-
-bool kernel_ready(const TensorView& v) { return rows_aligned16_16bit(v); }
-
-// A matrix the kernels can use in place of a caller's view: the view itself, or aligned scratch.
-struct Staged {
-  Buffer scratch;
-  void* data = nullptr;
-  int64_t ld = 0;
-};
-
-Staged stage(const TensorView& v, bool copy_in, gpuStream_t s) {
-  Staged out;
-  if (kernel_ready(v)) {
-    out.data = v.data;
-    out.ld = v.strides[0];
-    return out;
-  }
-  const size_t es = dtype_size(v.dtype);
-  out.scratch = Buffer::on_stream(Device::CUDA, std::max<size_t>(1, v.rows() * v.cols() * es), v.stream);
-  out.data = out.scratch.data();
-  out.ld = v.cols();
-  if (copy_in && v.rows() > 0)
-    TF_GPU_CHECK(gpuMemcpy2DAsync(out.data, v.cols() * es, v.data, v.strides[0] * es, v.cols() * es, v.rows(),
-                                  gpuMemcpyDefault, s));
-  return out;
-}
-
-// Copies staged results back into the caller's view (nothing when the view was used in place).
-void unstage(const Staged& st, const TensorView& v, gpuStream_t s) {
-  if (st.data == v.data || v.rows() == 0) return;
-  const size_t es = dtype_size(v.dtype);
-  TF_GPU_CHECK(gpuMemcpy2DAsync(v.data, v.strides[0] * es, st.data, st.ld * es, v.cols() * es, v.rows(),
-                                gpuMemcpyDefault, s));
-}
 
 template <typename T>
 struct FusedContext final : Context {
@@ -85,9 +50,13 @@ struct FusedContext final : Context {
 };
 
 template <typename T>
-class FullyFusedMlp final : public MlpBase {
+class FullyFusedMlp final : public GpuMlp<T> {
+  using Base = GpuMlp<T>;
+  using Base::gradients_, Base::inference_params_, Base::layers_, Base::n_params_, Base::params_, Base::spec_;
+  using Base::check_io, Base::input_width, Base::n_hidden_layers, Base::name, Base::padded_output_width, Base::width;
+
  public:
-  FullyFusedMlp(MlpSpec spec, json hyperparams) : MlpBase(std::move(spec), std::move(hyperparams)) {
+  FullyFusedMlp(MlpSpec spec, json hyperparams) : Base(std::move(spec), std::move(hyperparams)) {
     if (spec_.biases || spec_.n_hidden_layers < 1 || spec_.input_width % 16 != 0 || spec_.padded_output_width % 16 != 0)
       throw UnsupportedError("internal: " + spec_.otype + " spec breaks its config rules");
     shape_.width = static_cast<int>(spec_.n_neurons);
@@ -99,49 +68,45 @@ class FullyFusedMlp final : public MlpBase {
     fused::check_device_supports(kDType, shape_, spec_.otype);
   }
 
-  Device device() const override { return Device::CUDA; }
-  DType param_dtype() const override { return kDType; }
-  DType input_dtype() const override { return kDType; }
-  DType output_dtype() const override { return kDType; }
-
-  void set_params(const TensorView& params, const TensorView& inference_params, const TensorView& gradients) override {
-    params_ = static_cast<T*>(checked_param_view(params, "params", false));
-    inference_params_ = static_cast<T*>(checked_param_view(inference_params, "inference_params", false));
-    gradients_ = static_cast<T*>(checked_param_view(gradients, "gradients", true));
-  }
-
   void inference(const TensorView& input, const TensorView& output) override {
     check_io(input, &output);
-    run_forward(input, inference_params_, nullptr, &output);
+    run_forward(fused::FusedPass::Inference, input, inference_params_, nullptr, &output);
   }
 
   std::unique_ptr<Context> forward(const TensorView& input, const TensorView* output, bool use_inference_params,
                                    bool /*prepare_input_gradients*/) override {
     check_io(input, output);
     auto ctx = std::make_unique<FusedContext<T>>();
-    run_forward(input, use_inference_params ? inference_params_ : params_, ctx.get(), output);
+    run_forward(fused::FusedPass::TrainingForward, input, use_inference_params ? inference_params_ : params_, ctx.get(),
+                output);
     return ctx;
   }
 
-  // The loss evaluated by the training forward's kernel where it can (launch.h, ForwardArgs::Loss):
-  // the output is then not written (backward() never reads it). Anything it cannot take in place
-  // goes the default way, forward() then the loss, which also reports bad arguments.
+  // The loss evaluated by the training forward's kernel where the planner has one (launch.h,
+  // ForwardArgs::Loss): the output is then not written (backward() never reads it). Anything it
+  // cannot take in place goes the default way, forward() then the loss, which also reports bad
+  // arguments.
   std::unique_ptr<Context> forward_with_loss(const TensorView& input, const TensorView& output, const Loss& loss,
                                              float loss_scale, const TensorView& target, const TensorView& values,
                                              const TensorView& gradients, const TensorView* data_pdf) override {
-    if (!data_pdf)
+    if (!data_pdf) {
       if (auto ctx = forward_folding_loss(input, loss, loss_scale, target, values, gradients)) return ctx;
+    } else {
+      plans_.ran_without_plan(fused::FusedPass::ForwardWithLoss);
+    }
     return Network::forward_with_loss(input, output, loss, loss_scale, target, values, gradients, data_pdf);
   }
 
-  // The whole pass in one kernel where it applies (stream_launch.h, launch_fused_train_step):
-  // the output and the loss gradients are then not written. Otherwise the default two calls,
-  // which also report bad arguments.
+  // The whole pass in one kernel where the planner has one: the output and the loss gradients are
+  // then not written. Otherwise the default two calls, which also report bad arguments.
   void forward_backward_with_loss(const TensorView& input, const TensorView& output, const Loss& loss, float loss_scale,
                                   const TensorView& target, const TensorView& values, const TensorView& gradients,
                                   const TensorView* data_pdf, GradientMode mode) override {
-    if (!data_pdf && mode != GradientMode::Ignore && train_step_in_one_kernel(input, loss, loss_scale, target, values, mode))
-      return;
+    if (!data_pdf && mode != GradientMode::Ignore) {
+      if (train_step_in_one_kernel(input, loss, loss_scale, target, values, mode)) return;
+    } else {
+      plans_.ran_without_plan(fused::FusedPass::TrainStep);
+    }
     Network::forward_backward_with_loss(input, output, loss, loss_scale, target, values, gradients, data_pdf, mode);
   }
 
@@ -150,18 +115,8 @@ class FullyFusedMlp final : public MlpBase {
                 GradientMode mode) override {
     const auto* ctx = dynamic_cast<const FusedContext<T>*>(&base_ctx);
     if (!ctx) throw Error(name() + "::backward: context does not come from this network's forward()");
-    check_io(input, nullptr);
+    this->check_backward(input, dL_doutput, dL_dinput, mode, [&](int64_t rows) { return ctx->batch == rows; });
     const int64_t batch = input.rows();
-    check_matrix(dL_doutput, "dL_doutput", batch, padded_output_width(), kDType, Device::CUDA);
-    check_rows_dense(dL_doutput, "dL_doutput");
-    if (dL_dinput) {
-      check_matrix(*dL_dinput, "dL_dinput", batch, input_width(), kDType, Device::CUDA);
-      check_rows_dense(*dL_dinput, "dL_dinput");
-    }
-    if (ctx->batch != batch)
-      throw ShapeError(name() + "::backward: input batch differs from the forward() that made the context");
-    if (mode != GradientMode::Ignore && !gradients_)
-      throw Error(name() + "::backward: parameter gradients requested but set_params() got no gradient buffer");
     const gpuStream_t s = stream_of(input);
     if (batch == 0) {
       if (mode == GradientMode::Overwrite) TF_GPU_CHECK(gpuMemsetAsync(gradients_, 0, n_params_ * sizeof(T), s));
@@ -169,8 +124,17 @@ class FullyFusedMlp final : public MlpBase {
     }
     const bool param_grads = mode != GradientMode::Ignore;
     if (!param_grads && !dL_dinput) return;
-    if (param_grads && !dL_dinput && backward_with_fused_weight_grads(*ctx, input, dL_doutput, use_inference_params, mode))
-      return;
+    const T* weights = use_inference_params ? inference_params_ : params_;
+    if (param_grads && !dL_dinput) {
+      if (backward_with_fused_weight_grads(*ctx, input, dL_doutput, weights, mode)) return;
+    } else {
+      plans_.ran_without_plan(fused::FusedPass::BackwardWeightGrads);
+    }
+
+    fused::CallLayout layout;
+    layout.dL_dinput = dL_dinput != nullptr;
+    layout.dz = param_grads;
+    const fused::FusedPlan& plan = plan_of(fused::FusedPass::Backward, batch, layout);
 
     // Scratch: every layer's dZ, and the weight-gradient partial sums of one launch's layers
     // (fused::kWeightGradLayersPerLaunch at a time; reused launch by launch).
@@ -179,8 +143,8 @@ class FullyFusedMlp final : public MlpBase {
     size_t partial_floats = 0;
     for (size_t first = 0; first < grads.size(); first += fused::kWeightGradLayersPerLaunch)
       partial_floats = std::max(partial_floats, fused::weight_grad_partial_floats(batch, &grads[first], launch_layers(first)));
-    const size_t dz_bytes = param_grads ? round_up((spec_.n_hidden_layers * w + out) * batch * sizeof(T)) : 0;
-    const size_t partial_bytes = param_grads ? round_up(partial_floats * sizeof(float)) : 0;
+    const size_t dz_bytes = param_grads ? scratch_bytes((spec_.n_hidden_layers * w + out) * batch * sizeof(T)) : 0;
+    const size_t partial_bytes = param_grads ? scratch_bytes(partial_floats * sizeof(float)) : 0;
     Buffer scratch = Buffer::on_stream(Device::CUDA, std::max<size_t>(1, dz_bytes + partial_bytes), input.stream);
     T* dz = param_grads ? static_cast<T*>(scratch.data()) : nullptr;
     float* partial = reinterpret_cast<float*>(static_cast<char*>(scratch.data()) + dz_bytes);
@@ -191,7 +155,7 @@ class FullyFusedMlp final : public MlpBase {
 
     fused::BackwardArgs a;
     a.batch = batch;
-    a.weights = use_inference_params ? inference_params_ : params_;
+    a.weights = weights;
     a.dL_doutput = dout.data;
     a.ld_dout = dout.ld;
     a.hidden_deriv = fused::derivative_from_y(spec_.activation) ? ctx->hidden_y : ctx->hidden_z;
@@ -199,7 +163,7 @@ class FullyFusedMlp final : public MlpBase {
     a.dz = dz;
     a.dL_dinput = dL_dinput ? din.data : nullptr;
     a.ld_din = din.ld;
-    fused::launch_backward(kDType, shape_, a, s);
+    fused::launch_plan(plan, a, nullptr, s);
     if (dL_dinput) unstage(din, *dL_dinput, s);
 
     if (!param_grads) return;
@@ -216,37 +180,47 @@ class FullyFusedMlp final : public MlpBase {
                                      mode == GradientMode::Accumulate, s);
   }
 
+  fused::FusedKernel kernel_used(fused::FusedPass pass) const { return plans_.last_kernel(pass); }
+
  private:
   static constexpr DType kDType = gpu_dtype_of<T>::value;
 
-  // Parameter gradients without dL/dinput through the backward that forms the weight gradients
-  // itself (stream_launch.h): false, having launched nothing, where it does not apply.
+  // The plan of a pass for this batch and layout on the current device (plan.h), remembered.
+  const fused::FusedPlan& plan_of(fused::FusedPass pass, int64_t batch, const fused::CallLayout& layout) const {
+    fused::PlanInputs in;
+    in.pass = pass;
+    in.dtype = kDType;
+    in.shape = shape_;
+    in.batch = batch;
+    in.layout = layout;
+    in.device = &fused::device_limits();
+    in.options = spec_.fused_kernels;
+    return plans_.get(in);
+  }
+
+  // Parameter gradients without dL/dinput through a backward that forms the weight gradients
+  // itself: false, having launched nothing, where the planner has none.
   bool backward_with_fused_weight_grads(const FusedContext<T>& ctx, const TensorView& input, const TensorView& dL_doutput,
-                                        bool use_inference_params, GradientMode mode) const {
-#if defined(TINYFUSE_WITH_HIP)
-    (void)ctx, (void)input, (void)dL_doutput, (void)use_inference_params, (void)mode;
-    return false;
-#else
-    const int64_t batch = input.rows();
-    const size_t floats = fused::fused_weight_grad_partial_floats(kDType, shape_, batch);
-    if (floats == 0) return false;
+                                        const T* weights, GradientMode mode) const {
+    fused::CallLayout layout;
+    const fused::FusedPlan& plan = plan_of(fused::FusedPass::BackwardWeightGrads, input.rows(), layout);
+    if (plan.kernel == fused::FusedKernel::None) return false;
     const gpuStream_t s = stream_of(input);
-    Buffer partial = Buffer::on_stream(Device::CUDA, floats * sizeof(float), input.stream);
+    Buffer partial = Buffer::on_stream(Device::CUDA, std::max<size_t>(1, fused::plan_partial_floats(plan)) * sizeof(float),
+                                       input.stream);
     const Staged dout = stage(dL_doutput, true, s), x0 = stage(input, true, s);
     fused::BackwardArgs a;
-    a.batch = batch;
-    a.weights = use_inference_params ? inference_params_ : params_;
+    a.batch = input.rows();
+    a.weights = weights;
     a.dL_doutput = dout.data;
     a.ld_dout = dout.ld;
     a.hidden_deriv = ctx.hidden_y;  // ReLU: act' from y
     a.input = x0.data;
     a.ld_in = x0.ld;
     float* p = static_cast<float*>(partial.data());
-    const int64_t chunks = fused::launch_backward_fused_weight_grads(kDType, shape_, a, p, s);
-    if (chunks == 0) return false;
-    reduce_weight_partials(chunks, p, mode, s);
+    fused::launch_plan(plan, a, p, s);
+    reduce_weight_partials(plan.blocks, p, mode, s);
     return true;
-#endif
   }
 
   // The parameter gradients from the `chunks` per-block dW partials of a kernel that forms them
@@ -273,11 +247,12 @@ class FullyFusedMlp final : public MlpBase {
     return static_cast<int>(std::min<size_t>(fused::kWeightGradLayersPerLaunch, layers_.size() - first));
   }
 
-  // The loss as the kernels take it (ForwardArgs::Loss), where target and values are views they
-  // can read and write in place; nullopt otherwise (the Loss then runs, and checks them).
+  // The loss as the kernels take it (ForwardArgs::Loss), where it is a built-in CUDA loss and
+  // target and values are views they can read and write in place; nullopt otherwise (the Loss then
+  // runs, and checks them).
   std::optional<fused::ForwardArgs::Loss> kernel_loss(const TensorView& input, const Loss& loss, float loss_scale,
                                                       const TensorView& target, const TensorView& values) const {
-    const std::optional<LossKind> kind = builtin_loss_kind(loss);
+    const std::optional<LossKind> kind = loss.device() == Device::CUDA ? loss.kind() : std::nullopt;
     if (!kind) return std::nullopt;
     const int64_t batch = input.rows(), width = padded_output_width(), dims = target.cols();
     if (input.ndim != 2 || batch < 1 || !on_gpu_matrix(target, DType::F32, batch, dims) || dims < 1 || dims > width ||
@@ -296,79 +271,83 @@ class FullyFusedMlp final : public MlpBase {
     return L;
   }
 
+  static fused::CallLayout loss_layout(const fused::ForwardArgs::Loss& L) {
+    fused::CallLayout layout;
+    layout.loss_kind = L.kind;
+    layout.loss_dims = L.dims;
+    layout.vector_target = L.vector_target;
+    return layout;
+  }
+
   static bool on_gpu_matrix(const TensorView& v, DType t, int64_t rows, int64_t cols) {
     return v.ndim == 2 && v.dtype == t && v.device == Device::CUDA && v.rows() == rows && v.cols() == cols &&
            v.strides[1] == 1;
   }
 
-  // forward_backward_with_loss's kernel path: false, having launched nothing, where it does not apply.
+  // forward_backward_with_loss's kernel path: false, having launched nothing, where the planner
+  // has none.
   bool train_step_in_one_kernel(const TensorView& input, const Loss& loss, float loss_scale, const TensorView& target,
                                 const TensorView& values, GradientMode mode) const {
-#if defined(TINYFUSE_WITH_HIP)
-    (void)input, (void)loss, (void)loss_scale, (void)target, (void)values, (void)mode;
-    return false;
-#else
     std::optional<fused::ForwardArgs::Loss> L = kernel_loss(input, loss, loss_scale, target, values);
-    if (!L || !gradients_) return false;
+    if (!L || !gradients_) {
+      plans_.ran_without_plan(fused::FusedPass::TrainStep);
+      return false;
+    }
     check_io(input, nullptr);
-    if (!kernel_ready(input)) return false;
+    fused::CallLayout layout = loss_layout(*L);
+    layout.input_ready = rows_aligned16(input);  // read in place, not staged
+    layout.ld_in = input.strides[0];
+    const fused::FusedPlan& plan = plan_of(fused::FusedPass::TrainStep, input.rows(), layout);
+    if (plan.kernel == fused::FusedKernel::None) return false;
     fused::ForwardArgs a;
     a.batch = input.rows();
     a.weights = params_;
     a.input = input.data;
     a.ld_in = input.strides[0];
     a.loss = *L;
-    const size_t floats = fused::fused_train_partial_floats(kDType, shape_, a);
-    if (floats == 0) return false;
     const gpuStream_t s = stream_of(input);
-    Buffer partial = Buffer::on_stream(Device::CUDA, floats * sizeof(float), input.stream);
+    Buffer partial = Buffer::on_stream(Device::CUDA, std::max<size_t>(1, fused::plan_partial_floats(plan)) * sizeof(float),
+                                       input.stream);
     float* p = static_cast<float*>(partial.data());
-    const int64_t chunks = fused::launch_fused_train_step(kDType, shape_, a, p, s);
-    if (chunks == 0) return false;
-    reduce_weight_partials(chunks, p, mode, s);
+    fused::launch_plan(plan, a, p, s);
+    reduce_weight_partials(plan.blocks, p, mode, s);
     return true;
-#endif
   }
 
-  // forward_with_loss's kernel path: null, having launched nothing, where it does not apply.
+  // forward_with_loss's kernel path: null, having launched nothing, where the planner has none.
   std::unique_ptr<Context> forward_folding_loss(const TensorView& input, const Loss& loss, float loss_scale,
                                                 const TensorView& target, const TensorView& values,
                                                 const TensorView& gradients) const {
     std::optional<fused::ForwardArgs::Loss> L = kernel_loss(input, loss, loss_scale, target, values);
-    if (!L || !on_gpu_matrix(gradients, kDType, input.rows(), padded_output_width()) || !kernel_ready(gradients))
+    if (!L || !on_gpu_matrix(gradients, kDType, input.rows(), padded_output_width()) || !rows_aligned16(gradients)) {
+      plans_.ran_without_plan(fused::FusedPass::ForwardWithLoss);
       return nullptr;
+    }
     check_io(input, nullptr);
     L->gradients = gradients.data;
     L->ld_grad = gradients.strides[0];
-    if (!fused::forward_may_fold_loss(shape_, *L)) return nullptr;  // before the context is allocated
+    // Planned before the context is allocated: nothing is allocated where the kernel does not run.
+    const fused::FusedPlan& plan = plan_of(fused::FusedPass::ForwardWithLoss, input.rows(), loss_layout(*L));
+    if (plan.kernel == fused::FusedKernel::None) return nullptr;
     auto ctx = std::make_unique<FusedContext<T>>();
-    if (!run_forward(input, params_, ctx.get(), nullptr, &*L)) return nullptr;
+    run_forward(fused::FusedPass::ForwardWithLoss, input, params_, ctx.get(), nullptr, &*L, &plan);
     return ctx;
   }
 
-  void check_io(const TensorView& input, const TensorView* output) const {
-    if (!params_) throw Error(name() + ": no parameters set; call set_params() (or use a Trainer) first");
-    check_matrix(input, "input", -1, input_width(), kDType, Device::CUDA);
-    check_rows_dense(input, "input");
-    if (output) {
-      check_matrix(*output, "output", input.rows(), padded_output_width(), kDType, Device::CUDA);
-      check_rows_dense(*output, "output");
-    }
-  }
-
-  // With `loss` (training only): true when the kernel evaluated it; false when none applied.
-  bool run_forward(const TensorView& input, const T* weights, FusedContext<T>* keep, const TensorView* output,
-                   const fused::ForwardArgs::Loss* loss = nullptr) const {
+  // Inference, TrainingForward (keep set) or ForwardWithLoss (keep, loss and its plan set).
+  void run_forward(fused::FusedPass pass, const TensorView& input, const T* weights, FusedContext<T>* keep,
+                   const TensorView* output, const fused::ForwardArgs::Loss* loss = nullptr,
+                   const fused::FusedPlan* loss_plan = nullptr) const {
     const int64_t batch = input.rows();
     const gpuStream_t s = stream_of(input);
     fused::ForwardArgs a;
     a.batch = batch;
     a.weights = weights;
     if (keep) {
-      const size_t hidden_bytes = round_up(static_cast<size_t>(batch) * spec_.n_neurons * spec_.n_hidden_layers * sizeof(T));
+      const size_t hidden_bytes = scratch_bytes(static_cast<size_t>(batch) * spec_.n_neurons * spec_.n_hidden_layers * sizeof(T));
       const bool keep_z = fused::hidden_keeps_z(spec_.activation);
       const bool keep_out_z = fused::output_keeps_z(spec_.output_activation);
-      const size_t out_bytes = round_up(static_cast<size_t>(batch) * spec_.padded_output_width * sizeof(T));
+      const size_t out_bytes = scratch_bytes(static_cast<size_t>(batch) * spec_.padded_output_width * sizeof(T));
       const size_t bytes = hidden_bytes * (keep_z ? 2 : 1) + (keep_out_z ? out_bytes : 0);
       keep->batch = batch;
       keep->arena = Buffer::on_stream(Device::CUDA, std::max<size_t>(1, bytes), input.stream);
@@ -380,7 +359,7 @@ class FullyFusedMlp final : public MlpBase {
       a.hidden_z = keep->hidden_z;
       a.out_z = keep->out_z;
     }
-    if (batch == 0) return true;
+    if (batch == 0) return;
     const Staged in = stage(input, true, s);
     a.input = in.data;
     a.ld_in = in.ld;
@@ -392,17 +371,19 @@ class FullyFusedMlp final : public MlpBase {
     }
     if (loss) {
       a.loss = *loss;
-      return fused::launch_forward_with_loss(kDType, shape_, a, s);
+      fused::launch_plan(*loss_plan, a, nullptr, s);
+      return;
     }
-    fused::launch_forward(kDType, shape_, a, s);
+    fused::CallLayout layout;
+    layout.ld_in = a.ld_in;
+    layout.ld_out = a.ld_out;
+    layout.weights_aligned = aligned16(weights);
+    fused::launch_plan(plan_of(pass, batch, layout), a, nullptr, s);
     if (output) unstage(out, *output, s);
-    return true;
   }
 
   fused::FusedShape shape_;
-  T* params_ = nullptr;
-  T* inference_params_ = nullptr;
-  T* gradients_ = nullptr;
+  mutable fused::PlanMemory plans_;  // one object is called from one thread at a time (docs/ERRORS.md)
 };
 
 }  // namespace
@@ -411,6 +392,14 @@ std::unique_ptr<Network> make_fully_fused_mlp(const MlpSpec& spec, json hyperpar
   if (spec.precision == DType::F16) return std::make_unique<FullyFusedMlp<__half>>(spec, std::move(hyperparams));
   if (spec.precision == DType::BF16) return std::make_unique<FullyFusedMlp<__nv_bfloat16>>(spec, std::move(hyperparams));
   throw UnsupportedError("internal: FullyFusedMLP precision " + to_string(spec.precision));
+}
+
+fused::FusedKernel fused_kernel_used(const DifferentiableObject& object, fused::FusedPass pass) {
+  const DifferentiableObject* o = &object;
+  if (const Network* inner = network_inside(object)) o = inner;
+  if (const auto* f16 = dynamic_cast<const FullyFusedMlp<__half>*>(o)) return f16->kernel_used(pass);
+  if (const auto* bf16 = dynamic_cast<const FullyFusedMlp<__nv_bfloat16>*>(o)) return bf16->kernel_used(pass);
+  throw std::invalid_argument("fused_kernel_used: " + object.name() + " is not a FullyFusedMLP");
 }
 
 }  // namespace tinyfuse::cuda

@@ -1,4 +1,5 @@
-// Host entry points of the fused-MLP kernels (src/cuda/fused/*.cu), in the network's terms.
+// What the fused-MLP kernels compute and take (their arguments), in the network's terms; plan.h
+// chooses the kernel of a call and launches it.
 //
 // Semantics shared by every kernel (tiny-cuda-nn's FullyFusedMLP, more accurate accumulation):
 // no biases; every product accumulates in FP32 on tensor cores; a layer's pre-activation z is
@@ -33,7 +34,7 @@ struct FusedShape {
 
 // What forward() keeps for backward(): every hidden layer's y (the next layer's input, for its
 // weight gradient); z where the derivative cannot be read from y.
-inline bool derivative_from_y(Activation a) {
+constexpr bool derivative_from_y(Activation a) {
   return a == Activation::None || a == Activation::ReLU || a == Activation::LeakyReLU;
 }
 inline bool hidden_keeps_z(Activation a) { return !derivative_from_y(a); }
@@ -49,9 +50,9 @@ struct ForwardArgs {
   void* hidden_y = nullptr;  // n_hidden dense (batch x width) matrices back to back, or null (inference)
   void* hidden_z = nullptr;  // the same for z, or null
   void* out_z = nullptr;     // the output layer's z, dense (batch x out_width), or null
-  // A loss folded into the training forward (the streaming kernel only, stream_launch.h): with
-  // loss.gradients set, the kernel evaluates the loss on each output row while it is on chip, as
-  // the GPU Loss does with per-row values, and the output need not be written at all.
+  // A loss folded into the training forward (FusedKernel::PipelinedFoldedLoss, PipelinedTrainStep):
+  // with loss.gradients set, the kernel evaluates the loss on each output row while it is on chip,
+  // as the GPU Loss does with per-row values, and the output need not be written at all.
   struct Loss {
     int kind = 0;          // a LossKind: L2 (loss_epilogue.cuh's kFoldedLoss) is folded, others not
     float scale = 1.0f;    // the loss scale
@@ -78,23 +79,10 @@ struct BackwardArgs {
   void* dL_dinput = nullptr;  // (batch x in_width), or null
   int64_t ld_din = 0;
   // The network's input (batch x in_width): read only by the backward that forms the weight
-  // gradients itself (stream_launch.h, launch_backward_fused_weight_grads).
+  // gradients itself (FusedKernel::PipelinedWeightGrads).
   const void* input = nullptr;
   int64_t ld_in = 0;
 };
-
-// T = F16 or BF16. Nothing here synchronises the host.
-void launch_forward(DType t, const FusedShape& shape, const ForwardArgs& args, gpuStream_t stream);
-void launch_backward(DType t, const FusedShape& shape, const BackwardArgs& args, gpuStream_t stream);
-// The training forward with args.loss set (the streaming kernel evaluates the loss): true when it
-// ran; false, launching nothing, where it does not apply (no sm_90 streaming training forward for
-// this shape, a layout it cannot read in place, fused_loss() off, the general path forced). The
-// caller then runs launch_forward and the Loss.
-bool launch_forward_with_loss(DType t, const FusedShape& shape, const ForwardArgs& args, gpuStream_t stream);
-// Whether launch_forward_with_loss can fold this loss at all (the switches, the loss kind, the
-// width, the target's layout, the device), asked before the caller allocates the context the
-// kernel would fill. A true answer may still meet a refusal at launch (an unaligned matrix).
-bool forward_may_fold_loss(const FusedShape& shape, const ForwardArgs::Loss& loss);
 
 // Weight gradients: for each layer, grad (rows x cols, row-major, T) = [grad +] dz^T x summed
 // over the batch in FP32, in an order fixed by the batch size (bitwise repeatable; no atomics).

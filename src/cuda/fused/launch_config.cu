@@ -1,11 +1,13 @@
 #include "cuda/fused/launch_config.h"
 
+#include "cuda/fused/plan.h"
+
 #include <map>
 #include <mutex>
 #include <tuple>
 #include <unordered_map>
 
-#include "cuda/amd_matrix_cores.h"
+#include "cuda/primitives/amd_matrix_cores.h"
 #include "tinyfuse/buffer.h"
 #include "tinyfuse/errors.h"
 
@@ -18,8 +20,8 @@ const DeviceLimits& device_limits() {
 }
 
 const DeviceLimits& device_limits(int device) {
-  // This thread's last answer first: every launch asks, and the shared table's lock and lookup
-  // cost more than the runtime's device query (tinyfuse-host-costs, 2026-12-04).
+  // This thread's last answer first: every call asks, and the shared table's lock and lookup
+  // cost more than the runtime's device query (tinyfuse-host-costs).
   thread_local int last_device = -1;
   thread_local const DeviceLimits* last = nullptr;
   if (device == last_device) return *last;
@@ -48,39 +50,17 @@ const DeviceLimits& device_limits(int device) {
 
 int resident_blocks_per_sm(const DeviceLimits& dev, const void* kernel, int threads, size_t smem) {
   using Key = std::tuple<const void*, int, int, size_t>;
-  const Key key = std::make_tuple(kernel, dev.ordinal, threads, smem);
-  // This thread's last few answers first (a network's launches ask about one or two kernels), then
-  // the shared table under its lock.
-  constexpr int kRecent = 4;
-  thread_local Key recent_key[kRecent];
-  thread_local int recent_blocks[kRecent];
-  thread_local int recent_count = 0, recent_next = 0;
-  for (int i = 0; i < recent_count; ++i)
-    if (recent_key[i] == key) return recent_blocks[i];
   static std::mutex mutex;
   static std::map<Key, int> cache;
+  const Key key = std::make_tuple(kernel, dev.ordinal, threads, smem);
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
   int n = 0;
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    auto it = cache.find(key);
-    if (it != cache.end()) {
-      n = it->second;
-    } else {
-      TF_GPU_CHECK(gpuFuncSetAttribute(kernel, gpuFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(dev.max_smem_per_block)));
-      TF_GPU_CHECK(gpuOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem));
-      cache.emplace(key, n);
-    }
-  }
-  recent_key[recent_next] = key;
-  recent_blocks[recent_next] = n;
-  recent_next = (recent_next + 1) % kRecent;
-  recent_count = std::min(recent_count + 1, kRecent);
+  TF_GPU_CHECK(gpuFuncSetAttribute(kernel, gpuFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(dev.max_smem_per_block)));
+  TF_GPU_CHECK(gpuOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem));
+  cache.emplace(key, n);
   return n;
-}
-
-int64_t persistent_grid_blocks(const void* kernel, int threads, size_t smem, int64_t n_tiles, int tiles_per_block) {
-  return persistent_grid_blocks(device_limits(), kernel, threads, smem, n_tiles, tiles_per_block);
 }
 
 int64_t persistent_grid_blocks(const DeviceLimits& dev, const void* kernel, int threads, size_t smem, int64_t n_tiles,
@@ -89,6 +69,31 @@ int64_t persistent_grid_blocks(const DeviceLimits& dev, const void* kernel, int 
   const int per_sm = resident_blocks_per_sm(dev, kernel, threads, smem);
   if (per_sm < 1) return 0;
   return std::min<int64_t>((n_tiles + tiles_per_block - 1) / tiles_per_block, static_cast<int64_t>(per_sm) * dev.sm_count);
+}
+
+FusedPlan plan_general(const GeneralKernel& kernel, const PlanInputs& in) {
+  FusedPlan p;
+  p.kernel = FusedKernel::General;
+  p.function = kernel.function;
+  if (in.batch <= 0) return p;  // nothing to launch
+  const DeviceLimits& dev = *in.device;
+  const size_t extra = kernel.extra_smem_bytes;
+  const size_t weight_limit = dev.max_smem_per_block > extra ? dev.max_smem_per_block - extra : 0;
+  const SmemPlan plan = plan_smem(in.shape, dtype_size(in.dtype), weight_limit / 2);
+  if (plan.bytes > weight_limit)
+    throw UnsupportedError("FullyFusedMLP: one layer's weights need " + std::to_string(plan.bytes) +
+                           " bytes of shared memory (besides " + std::to_string(extra) +
+                           " for activations), this device allows " + std::to_string(dev.max_smem_per_block));
+  const size_t weight_smem_bytes = (plan.bytes + 15) / 16 * 16;
+  p.smem = extra ? weight_smem_bytes + extra : plan.bytes;
+  p.threads = static_cast<unsigned>(kWarpsPerBlock * dev.warp_size);  // the wave size is the device's on AMD
+  const int per_sm = resident_blocks_per_sm(dev, kernel.function, static_cast<int>(p.threads), p.smem);
+  p.params.shape = kernel_shape(in.shape, plan.resident);
+  p.params.n_tiles = (in.batch + kernel.block_rows - 1) / kernel.block_rows;
+  p.params.weight_bytes = static_cast<int>(weight_smem_bytes);
+  const int64_t resident_blocks = static_cast<int64_t>(std::max(per_sm, 1)) * dev.sm_count;
+  p.blocks = static_cast<unsigned>(std::min<int64_t>(p.params.n_tiles, std::max<int64_t>(resident_blocks, 1)));
+  return p;
 }
 
 void check_device_supports(DType t, const FusedShape& shape, const std::string& otype) {

@@ -15,7 +15,7 @@
 #include "core/mlp_base.h"
 #include "cuda/common.cuh"
 #if defined(TINYFUSE_WITH_HIP)
-#include "cuda/amd_matrix_cores.h"
+#include "cuda/primitives/amd_matrix_cores.h"
 #include "cuda/width64/width64_kernel_hip.cuh"  // rocWMMA; activations through LDS between layers
 #else
 #include "cuda/width64/width64_kernel.cuh"  // mma.sync; activations in registers

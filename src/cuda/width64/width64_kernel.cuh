@@ -25,7 +25,9 @@
 
 #include <cstdint>
 
-#include "cuda/ptx_sm80.cuh"
+#include "cuda/primitives/cp_async.cuh"
+#include "cuda/primitives/ldmatrix.cuh"
+#include "cuda/primitives/mma_sync.cuh"
 
 namespace tinyfuse::cuda::width64 {
 
@@ -183,8 +185,8 @@ __device__ __forceinline__ void layer(uint32_t (&out)[MT][4][4], const uint32_t 
         ldmatrix_x4(b, b_pair_address(w_base, 2 * half + p, kt, lane));
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
-          mma_16816(acc[mt][2 * p], x[mt][kt], b[0], b[1], acc[mt][2 * p]);
-          mma_16816(acc[mt][2 * p + 1], x[mt][kt], b[2], b[3], acc[mt][2 * p + 1]);
+          mma_16816<__half>(acc[mt][2 * p], x[mt][kt], b[0], b[1]);
+          mma_16816<__half>(acc[mt][2 * p + 1], x[mt][kt], b[2], b[3]);
         }
       }
 #pragma unroll
@@ -195,8 +197,8 @@ __device__ __forceinline__ void layer(uint32_t (&out)[MT][4][4], const uint32_t 
         for (int h = 0; h < 2; ++h) {
           const float(&c)[4] = acc[mt][2 * p + h];
           uint32_t(&o)[4] = out[mt][2 * half + p];
-          o[2 * h] = Relu ? pack_half2_relu(c[0], c[1]) : pack_half2(c[0], c[1]);
-          o[2 * h + 1] = Relu ? pack_half2_relu(c[2], c[3]) : pack_half2(c[2], c[3]);
+          o[2 * h] = Relu ? pack_half2_relu(c[0], c[1]) : pack2<__half>(c[0], c[1]);
+          o[2 * h + 1] = Relu ? pack_half2_relu(c[2], c[3]) : pack2<__half>(c[2], c[3]);
         }
   }
 }

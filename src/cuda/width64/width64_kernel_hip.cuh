@@ -21,7 +21,7 @@
 
 #include <cstdint>
 
-#include "cuda/fused/wmma_layers_hip.cuh"
+#include "cuda/fused/general/wmma_layers_hip.cuh"
 
 namespace tinyfuse::cuda::width64 {
 

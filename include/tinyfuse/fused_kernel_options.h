@@ -1,0 +1,21 @@
+// Which FullyFusedMLP kernels may run (a field of BuildOptions, factory.h).
+#pragma once
+
+namespace tinyfuse {
+
+// FullyFusedMLP on CUDA: the kernel families its planner may choose from (all by default; it
+// takes the fastest that applies: docs/ARCHITECTURE.md lists them). Tests and benchmarks compare
+// kernels by leaving some out. Every choice computes the same values bit for bit, except the
+// weight-gradient sums of fused_weight_grads and one_kernel_step, which run in another fixed
+// order and agree to FP32 rounding. TINYFUSE_FUSED_KERNELS=general in the environment leaves
+// every network on the general kernels, whatever these say (to rule the others out).
+struct FusedKernelOptions {
+  bool hopper = true;              // warpgroup (wgmma) inference on sm_90
+  bool tma = true;                 //   with whole tiles moved by tensor copies where the rows allow
+  bool pipelined = true;           // the pipelined kernels (false: the general kernels only)
+  bool folded_loss = true;         // the built-in L2 loss evaluated inside the training forward
+  bool fused_weight_grads = true;  // the backward forming the weight gradients itself
+  bool one_kernel_step = true;     // the whole training pass in one kernel
+};
+
+}  // namespace tinyfuse

@@ -1,0 +1,140 @@
+// FullyFusedMLP inference through the Hopper kernels (wgmma_kernel.cuh, tma_kernel.cuh). CMake
+// compiles this unit for sm_90a alone (wgmma exists on no other target; src/cuda/CMakeLists.txt)
+// when the build's architectures include 90, and defines TINYFUSE_WGMMA_SM90A for it; otherwise
+// it plans nothing, and inference runs the pipelined kernel.
+#include "cuda/fused/plan.h"
+
+#if defined(TINYFUSE_WGMMA_SM90A)
+#include <cstdint>
+
+#include "cuda/fused/hopper/tma_kernel.cuh"
+#include "cuda/fused/hopper/wgmma_kernel.cuh"
+#include "cuda/primitives/tensor_maps.h"
+#endif
+
+namespace tinyfuse::cuda::fused {
+
+#if defined(TINYFUSE_WGMMA_SM90A)
+
+namespace {
+
+// Warpgroups per block: 64 wide is memory-bound and does best with small blocks (2 per SM),
+// 128 wide is compute-bound and does best with 3 warpgroups sharing one copy of the weights
+// (measured on the H200, docs/PERFORMANCE.md).
+int preferred_groups(int width) { return width == 128 ? 3 : 2; }
+
+// Two input tiles in flight per warp: three or four measured no faster at 2^14 .. 2^22
+// (docs/PERFORMANCE.md).
+constexpr int kStages = 2;
+
+template <typename T, int WIDTH, Epilogue HIDDEN, Epilogue OUT, bool SQUARE>
+FusedPlan plan_rows_kernel(const PlanInputs& in) {
+  const wgmma::Plan wp =
+      wgmma::make_plan(WIDTH, in.shape, in.layout.ld_in, in.layout.ld_out, in.batch, static_cast<int>(sizeof(T)));
+  const void* kernel = reinterpret_cast<const void*>(wgmma::inference_kernel<T, WIDTH, kStages, HIDDEN, OUT, SQUARE>);
+  for (int groups = preferred_groups(WIDTH); groups >= 1; --groups) {
+    const size_t smem = wgmma::launch_smem_bytes(wp, groups, kStages);
+    const int threads = groups * wgmma::kGroupThreads;
+    const int64_t blocks = persistent_grid_blocks(*in.device, kernel, threads, smem, wp.n_tiles, groups);
+    if (blocks < 1) continue;
+    FusedPlan p;
+    p.kernel = FusedKernel::Wgmma;
+    p.function = kernel;
+    p.blocks = static_cast<unsigned>(blocks);
+    p.threads = static_cast<unsigned>(threads);
+    p.smem = smem;
+    p.params.shape = kernel_shape(in.shape, true);
+    p.params.n_tiles = wp.n_tiles;
+    p.params.wgmma = wp;
+    return p;
+  }
+  return {};  // too deep for shared memory: the pipelined kernel is asked next
+}
+
+// The TMA kernel (tma_kernel.cuh) moves whole 64-row tiles by tensor copies; it needs rows the
+// copy engine can describe (tensor_maps.h: encode_row_tiles). Measured against the row-copying
+// kernel on an H200 (docs/PERFORMANCE.md): 4.50 -> 4.42, 8.37 -> 7.23, 21.7 -> 20.1, 77.8 -> 70.6
+// and 293 -> 273 µs at 2^14 .. 2^22 rows.
+template <typename T>
+FusedPlan plan_tma_kernel(const PlanInputs& in) {
+  if (!row_tiles_possible(in.batch, in.layout.ld_in) || !row_tiles_possible(in.batch, in.layout.ld_out)) return {};
+  wgmma::TmaPlan tp;
+  tp.weights_bytes = wgmma::all_layers_bytes(wgmma::kTmaWidth, kernel_shape(in.shape, true));
+  tp.n_tiles = (in.batch + wgmma::kGroupRows - 1) / wgmma::kGroupRows;
+  const size_t smem = wgmma::tma_smem_bytes(tp.weights_bytes, wgmma::kTmaGroups);
+  const void* kernel = reinterpret_cast<const void*>(wgmma::tma_inference_kernel<T, Epilogue::Relu, Epilogue::Identity>);
+  const int threads = wgmma::kTmaGroups * wgmma::kGroupThreads;
+  const int64_t blocks = persistent_grid_blocks(*in.device, kernel, threads, smem, tp.n_tiles, wgmma::kTmaGroups);
+  if (blocks < 1) return {};  // too deep for shared memory
+  FusedPlan p;
+  p.kernel = FusedKernel::WgmmaTma;
+  p.function = kernel;
+  p.blocks = static_cast<unsigned>(blocks);
+  p.threads = static_cast<unsigned>(threads);
+  p.smem = smem;
+  p.params.shape = kernel_shape(in.shape, true);
+  p.params.n_tiles = tp.n_tiles;
+  p.params.tma = tp;
+  return p;
+}
+
+// The square ReLU network (input, hidden and output all WIDTH wide, no output activation: the
+// benchmark's and the usual production shape) has its own kernels with those widths built in:
+// at 64 wide the TMA kernel where the rows allow, else the row-copying square instance.
+template <typename T, int WIDTH, Epilogue HIDDEN, Epilogue OUT>
+FusedPlan plan_variant(const PlanInputs& in) {
+  if constexpr (HIDDEN == Epilogue::Relu && OUT == Epilogue::Identity) {
+    if (in.shape.in_width == WIDTH && in.shape.out_width == WIDTH && in.layout.weights_aligned) {
+      if constexpr (WIDTH == wgmma::kTmaWidth)
+        if (in.options.tma) {
+          FusedPlan p = plan_tma_kernel<T>(in);
+          if (p.kernel != FusedKernel::None) return p;
+        }
+      return plan_rows_kernel<T, WIDTH, HIDDEN, OUT, true>(in);
+    }
+  }
+  return plan_rows_kernel<T, WIDTH, HIDDEN, OUT, false>(in);
+}
+
+template <typename T, int WIDTH>
+// Other hidden activations share one instance (Generic, Generic): with no output activation its
+// run-time epilogue gives the Identity epilogue's bits, at the cost of one switch per tile.
+FusedPlan plan_width(const PlanInputs& in) {
+  const bool relu = in.shape.act == Activation::ReLU, identity_out = in.shape.out_act == Activation::None;
+  if (relu && identity_out) return plan_variant<T, WIDTH, Epilogue::Relu, Epilogue::Identity>(in);
+  if (relu) return plan_variant<T, WIDTH, Epilogue::Relu, Epilogue::Generic>(in);
+  return plan_variant<T, WIDTH, Epilogue::Generic, Epilogue::Generic>(in);
+}
+
+template <typename T>
+FusedPlan plan_typed(const PlanInputs& in) {
+  if (in.shape.width == 64) return plan_width<T, 64>(in);
+  if (in.shape.width == 128) return plan_width<T, 128>(in);
+  return {};  // 16 and 32 wide: not measured against the mma.sync kernel, which keeps them
+}
+
+}  // namespace
+
+FusedPlan plan_hopper_inference(const PlanInputs& in) {
+  if (in.batch <= 0) return {};
+  if (in.shape.in_width > kPipelinedMaxIoWidth || in.shape.out_width > kPipelinedMaxIoWidth) return {};
+  if (in.shape.in_width % 8 != 0 || in.shape.out_width % 8 != 0) return {};  // whole 16-byte chunks per row
+  // The kernel offsets within a warp's 16 rows in 32 bits (wgmma::Plan).
+  constexpr int64_t kMaxLd = int64_t{1} << 26;
+  if (in.layout.ld_in <= 0 || in.layout.ld_in >= kMaxLd || in.layout.ld_out <= 0 || in.layout.ld_out >= kMaxLd) return {};
+  if (in.device->major != 9 || in.device->minor != 0) return {};  // sm_90a code runs on compute capability 9.0 only
+  if (in.dtype == DType::F16) return plan_typed<__half>(in);
+  if (in.dtype == DType::BF16) return plan_typed<__nv_bfloat16>(in);
+  return {};
+}
+
+bool hopper_kernels_built() { return true; }
+
+#else
+
+FusedPlan plan_hopper_inference(const PlanInputs&) { return {}; }
+bool hopper_kernels_built() { return false; }
+
+#endif
+
+}  // namespace tinyfuse::cuda::fused
