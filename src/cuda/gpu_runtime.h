@@ -171,6 +171,8 @@
 // cuBLASLt, for the BlasLt MLPs (src/cuda/blaslt_*).
 #define TF_GPU_HAS_BLASLT 1
 #include <cublasLt.h>
+// Its functions are called through the table blaslt_library.cu opens at run time.
+#include "cuda/blaslt_library.h"
 #define gpublasStatus_t cublasStatus_t
 #define GPUBLAS_STATUS_SUCCESS CUBLAS_STATUS_SUCCESS
 #define GPUBLAS_STATUS_NOT_SUPPORTED CUBLAS_STATUS_NOT_SUPPORTED
@@ -183,23 +185,23 @@
 #define GPU_R_32F CUDA_R_32F
 #define GPU_R_16F CUDA_R_16F
 #define gpublasLtHandle_t cublasLtHandle_t
-#define gpublasLtCreate cublasLtCreate
-#define gpublasLtDestroy cublasLtDestroy
+#define gpublasLtCreate(...) ::tinyfuse::gpu::blaslt_api().create(__VA_ARGS__)
+#define gpublasLtDestroy(...) ::tinyfuse::gpu::blaslt_api().destroy(__VA_ARGS__)
 #define gpublasLtMatmulDesc_t cublasLtMatmulDesc_t
-#define gpublasLtMatmulDescCreate cublasLtMatmulDescCreate
-#define gpublasLtMatmulDescDestroy cublasLtMatmulDescDestroy
-#define gpublasLtMatmulDescSetAttribute cublasLtMatmulDescSetAttribute
+#define gpublasLtMatmulDescCreate(...) ::tinyfuse::gpu::blaslt_api().matmul_desc_create(__VA_ARGS__)
+#define gpublasLtMatmulDescDestroy(...) ::tinyfuse::gpu::blaslt_api().matmul_desc_destroy(__VA_ARGS__)
+#define gpublasLtMatmulDescSetAttribute(...) ::tinyfuse::gpu::blaslt_api().matmul_desc_set_attribute(__VA_ARGS__)
 #define gpublasLtMatrixLayout_t cublasLtMatrixLayout_t
-#define gpublasLtMatrixLayoutCreate cublasLtMatrixLayoutCreate
-#define gpublasLtMatrixLayoutDestroy cublasLtMatrixLayoutDestroy
+#define gpublasLtMatrixLayoutCreate(...) ::tinyfuse::gpu::blaslt_api().matrix_layout_create(__VA_ARGS__)
+#define gpublasLtMatrixLayoutDestroy(...) ::tinyfuse::gpu::blaslt_api().matrix_layout_destroy(__VA_ARGS__)
 #define gpublasLtMatmulPreference_t cublasLtMatmulPreference_t
-#define gpublasLtMatmulPreferenceCreate cublasLtMatmulPreferenceCreate
-#define gpublasLtMatmulPreferenceDestroy cublasLtMatmulPreferenceDestroy
-#define gpublasLtMatmulPreferenceSetAttribute cublasLtMatmulPreferenceSetAttribute
+#define gpublasLtMatmulPreferenceCreate(...) ::tinyfuse::gpu::blaslt_api().matmul_preference_create(__VA_ARGS__)
+#define gpublasLtMatmulPreferenceDestroy(...) ::tinyfuse::gpu::blaslt_api().matmul_preference_destroy(__VA_ARGS__)
+#define gpublasLtMatmulPreferenceSetAttribute(...) ::tinyfuse::gpu::blaslt_api().matmul_preference_set_attribute(__VA_ARGS__)
 #define gpublasLtMatmulAlgo_t cublasLtMatmulAlgo_t
 #define gpublasLtMatmulHeuristicResult_t cublasLtMatmulHeuristicResult_t
-#define gpublasLtMatmulAlgoGetHeuristic cublasLtMatmulAlgoGetHeuristic
-#define gpublasLtMatmul cublasLtMatmul
+#define gpublasLtMatmulAlgoGetHeuristic(...) ::tinyfuse::gpu::blaslt_api().matmul_algo_get_heuristic(__VA_ARGS__)
+#define gpublasLtMatmul(...) ::tinyfuse::gpu::blaslt_api().matmul(__VA_ARGS__)
 #define gpublasLtEpilogue_t cublasLtEpilogue_t
 #define GPUBLASLT_EPILOGUE_DEFAULT CUBLASLT_EPILOGUE_DEFAULT
 #define GPUBLASLT_EPILOGUE_BIAS CUBLASLT_EPILOGUE_BIAS
@@ -240,7 +242,7 @@ inline std::string blaslt_status_string(gpublasStatus_t s) {
 #if defined(TINYFUSE_WITH_HIP)
   return "hipBLASLt status " + std::to_string(static_cast<int>(s));
 #else
-  return std::string(cublasLtGetStatusName(s)) + " (" + cublasLtGetStatusString(s) + ")";
+  return std::string(blaslt_api().get_status_name(s)) + " (" + blaslt_api().get_status_string(s) + ")";
 #endif
 }
 

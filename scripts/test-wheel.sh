@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Installs a wheel from scripts/build-wheel.sh into a fresh venv and runs a small training job on
+# the CPU there, with no compiler and no CUDA toolkit on PATH or the library path: what a user
+# without them gets. PyTorch comes from the system's site-packages (the venv sees them) or PyPI.
+#   scripts/test-wheel.sh dist/tinyfuse-*.whl
+set -euo pipefail
+cd "$(dirname "$0")/.."
+wheel=${1:?usage: scripts/test-wheel.sh WHEEL}
+py=${PYTHON:-python3}
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+if "$py" -c 'import torch' 2>/dev/null; then "$py" -m venv --system-site-packages "$dir/venv"; else "$py" -m venv "$dir/venv"; fi
+"$dir/venv/bin/python" -c 'import torch' 2>/dev/null || "$dir/venv/bin/python" -m pip install -q "torch>=2.1"
+"$dir/venv/bin/python" -m pip install -q --no-deps --disable-pip-version-check "$wheel"
+# The extension may need no CUDA library to load (cudart is static, cuBLASLt opened on demand).
+so=$(find "$dir/venv" -name '_native*.so' | head -n 1)
+if readelf -d "$so" | grep -E 'NEEDED.*(libcudart|libcublas|libcuda\.)'; then
+  echo "test-wheel: FAILED: $so needs a CUDA library to load" >&2
+  exit 1
+fi
+cd "$dir"  # away from the source tree, so the installed package is the one imported
+env -i HOME="$dir" PATH=/usr/bin:/bin "$dir/venv/bin/python" - <<'PY'
+import shutil
+assert shutil.which("nvcc") is None, "nvcc is on PATH"
+import torch
+import tinyfuse
+import tinyfuse.tcnn as tcnn
+torch.manual_seed(0)
+config = {"encoding": {"otype": "HashGrid", "n_levels": 8, "n_features_per_level": 2, "log2_hashmap_size": 14,
+                       "base_resolution": 16, "per_level_scale": 1.5},
+          "network": {"otype": "FullyFusedMLP", "activation": "ReLU", "output_activation": "None",
+                      "n_neurons": 64, "n_hidden_layers": 2}}
+model = tcnn.NetworkWithInputEncoding(2, 3, config["encoding"], config["network"])
+opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+x = torch.rand(4096, 2)
+target = torch.stack([torch.sin(6 * x[:, 0]), torch.cos(6 * x[:, 1]), x[:, 0] * x[:, 1]], dim=1)
+losses = []
+for step in range(30):
+    loss = ((model(x) - target) ** 2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    losses.append(loss.item())
+assert losses[-1] < 0.5 * losses[0], losses
+print(f"test-wheel: tinyfuse {tinyfuse.__version__} (CUDA backend built: {tinyfuse.built_with_cuda}, "
+      f"GPUs: {tinyfuse.gpu_count()}) trained on the CPU: loss {losses[0]:.4f} -> {losses[-1]:.4f}")
+PY
+echo "test-wheel: OK"
