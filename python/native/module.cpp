@@ -122,7 +122,8 @@ NB_MODULE(_native, m) {
 
   nb::class_<NativeContext>(m, "Context");
 
-  nb::class_<NativeObject>(m, "Object")
+  auto object_class = nb::class_<NativeObject>(m, "Object");
+  object_class
       .def_prop_ro("name", [](const NativeObject& o) { return o.object().name(); })
       .def_prop_ro("hyperparams", [](const NativeObject& o) { return o.object().hyperparams().dump(); })
       .def_prop_ro("device", [](const NativeObject& o) { return to_string(o.object().device()); })
@@ -168,9 +169,12 @@ NB_MODULE(_native, m) {
             o.backward_backward_input(ctx, params, dtype_code(params_dtype), gradients, input, dtype_code(input_dtype),
                                       dL_ddLdinput, doutput, dtype_code(output_dtype), dL_ddLdoutput, dL_dinput, stream);
           },
-          nb::call_guard<nb::gil_scoped_release>())
-      .def("time_inference", &NativeObject::time_inference, nb::call_guard<nb::gil_scoped_release>())
+          nb::call_guard<nb::gil_scoped_release>());
+#ifdef TINYFUSE_PYTHON_TIMING
+  // benchmarks/python/binding_overhead.py's reference loops (developer builds, -DTINYFUSE_PYTHON_TIMING=ON).
+  object_class.def("time_inference", &NativeObject::time_inference, nb::call_guard<nb::gil_scoped_release>())
       .def("time_training", &NativeObject::time_training, nb::call_guard<nb::gil_scoped_release>());
+#endif
 
   // tiny-cuda-nn's Python Network: any input width, padded to the network's alignment.
   m.def("create_network",
