@@ -3,7 +3,8 @@
 
 For each network and batch, three loops run the same native object on the same buffers:
 - C++: `iters` calls of DifferentiableObject::inference (or forward + backward with parameter
-  gradients) in a C++ loop (_native.Object.time_inference / time_training), then one wait;
+  gradients) in a C++ loop (_native.Object.time_inference / time_training, in developer builds
+  only: see TIMING_BUILD below), then one wait;
 - PyTorch: `iters` calls of the tcnn module under torch.no_grad() (or `out = net(x)`,
   `out.backward(dout)`, `net.params.grad = None`, as a training loop does), then one wait;
 - tinycudann model: the same calls through a model of tinycudann's own Python layer (TcnnModel
@@ -30,6 +31,10 @@ import torch
 
 import tinyfuse
 import tinyfuse.tcnn as tcnn
+from tinyfuse import _native
+
+# The C++ loops are compiled into the extension only with the developer option TINYFUSE_PYTHON_TIMING.
+TIMING_BUILD = "pip install --no-build-isolation -C cmake.define.TINYFUSE_PYTHON_TIMING=ON ."
 
 # Networks without a training path (their training row is reported as skipped, not failed).
 INFERENCE_ONLY = {"Width64FusedMLP", "RocWMMAWidth64MLP"}
@@ -191,6 +196,10 @@ def main(argv=None):
     ap.add_argument("--min-seconds", type=float, default=0.3, help="length of one round (default 0.3 s)")
     ap.add_argument("--out", default=None, help="JSON file (default benchmarks/results/python-overhead-<device>-latest.json)")
     a = ap.parse_args(argv)
+    if not (hasattr(_native.Object, "time_inference") and hasattr(_native.Object, "time_training")):
+        sys.exit("binding_overhead.py: this tinyfuse was built without the C++ timing loops it compares "
+                 "against (Object.time_inference / time_training); rebuild it with them from the "
+                 f"repository root: {TIMING_BUILD}")
     device = torch.device(a.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         sys.exit("binding_overhead.py: --device cuda but torch sees no GPU")

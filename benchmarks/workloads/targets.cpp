@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "image.h"          // tools/cli: the Image and its bilinear sampling
-#include "test_pattern.h"   // tools/cli: the built-in picture
+#include "jobs/image.h"
+#include "jobs/test_pattern.h"  // learn-image's built-in picture
 
 namespace tinyfuse::bench {
 
@@ -28,8 +28,8 @@ float sdf(const float* p) {
   return std::min(sphere, torus);
 }
 
-const cli::Image& test_pattern() {
-  static const cli::Image image = cli::make_test_pattern(256);
+const jobs::Image& test_pattern() {
+  static const jobs::Image image = jobs::make_test_pattern(256);
   return image;
 }
 
@@ -79,7 +79,7 @@ std::unique_ptr<TargetField> make_target_field(TargetKind kind) {
 void target_values(TargetKind kind, const float* input, int64_t n, float* target) {
   switch (kind) {
     case TargetKind::Image:
-      cli::sample_bilinear(test_pattern(), input, n, target);
+      jobs::sample_bilinear(test_pattern(), input, n, target);
       return;
     case TargetKind::Radiance:
       for (int64_t i = 0; i < n; ++i)

@@ -8,10 +8,10 @@
 
 #include "core/host_memory.h"
 #include "core/memory_plan.h"
-#include "default_config.h"
-#include "loss_plot.h"
+#include "jobs/default_config.h"
+#include "jobs/loss_plot.h"
+#include "jobs/test_pattern.h"
 #include "native_object.h"
-#include "test_pattern.h"
 #include "tinyfuse/buffer.h"
 #include "tinyfuse/factory.h"
 
@@ -122,7 +122,8 @@ NB_MODULE(_native, m) {
 
   nb::class_<NativeContext>(m, "Context");
 
-  nb::class_<NativeObject>(m, "Object")
+  auto object_class = nb::class_<NativeObject>(m, "Object");
+  object_class
       .def_prop_ro("name", [](const NativeObject& o) { return o.object().name(); })
       .def_prop_ro("hyperparams", [](const NativeObject& o) { return o.object().hyperparams().dump(); })
       .def_prop_ro("device", [](const NativeObject& o) { return to_string(o.object().device()); })
@@ -168,9 +169,12 @@ NB_MODULE(_native, m) {
             o.backward_backward_input(ctx, params, dtype_code(params_dtype), gradients, input, dtype_code(input_dtype),
                                       dL_ddLdinput, doutput, dtype_code(output_dtype), dL_ddLdoutput, dL_dinput, stream);
           },
-          nb::call_guard<nb::gil_scoped_release>())
-      .def("time_inference", &NativeObject::time_inference, nb::call_guard<nb::gil_scoped_release>())
+          nb::call_guard<nb::gil_scoped_release>());
+#ifdef TINYFUSE_PYTHON_TIMING
+  // benchmarks/python/binding_overhead.py's reference loops (developer builds, -DTINYFUSE_PYTHON_TIMING=ON).
+  object_class.def("time_inference", &NativeObject::time_inference, nb::call_guard<nb::gil_scoped_release>())
       .def("time_training", &NativeObject::time_training, nb::call_guard<nb::gil_scoped_release>());
+#endif
 
   // tiny-cuda-nn's Python Network: any input width, padded to the network's alignment.
   m.def("create_network",
@@ -211,19 +215,20 @@ NB_MODULE(_native, m) {
   m.def("free_temporary_memory", &free_temporary_memory, nb::call_guard<nb::gil_scoped_release>(),
         "gives the GPU memory tinyfuse's pools keep for reuse back to the driver (nothing to do without GPUs)");
 
-  // learn-image's and learn-sdf's own pieces (tools/cli), so that samples/learn_image.py and
-  // samples/learn_sdf.py run the same jobs: the default configs, the built-in target and the loss plot. Images are RGB FP32 values in [0, 1],
-  // rows from the top, as bytes (the plot with its width and height).
-  m.def("learn_image_default_config", [] { return cli::default_learn_image_config().dump(); });
-  m.def("learn_sdf_default_config", [] { return cli::default_learn_sdf_config().dump(); });
+  // learn-image's and learn-sdf's shared pieces (src/jobs), so that samples/learn_image.py and
+  // samples/learn_sdf.py run the same jobs as the CLI: the default configs, the built-in target and
+  // the loss plot. Images are RGB FP32 values in [0, 1], rows from the top, as bytes (the plot with
+  // its width and height).
+  m.def("learn_image_default_config", [] { return jobs::default_learn_image_config().dump(); });
+  m.def("learn_sdf_default_config", [] { return jobs::default_learn_sdf_config().dump(); });
   m.def("loss_plot", [](const std::vector<float>& losses) {
-    const cli::Image image = cli::render_loss_plot(losses);
+    const jobs::Image image = jobs::render_loss_plot(losses);
     return nb::make_tuple(image.width, image.height,
                           nb::bytes(reinterpret_cast<const char*>(image.rgb.data()), image.rgb.size() * sizeof(float)));
   });
   m.def("test_pattern", [](int size) {
     if (size < 1 || size > 8192) throw ShapeError("test_pattern: size must be in [1, 8192], got " + std::to_string(size));
-    const cli::Image image = cli::make_test_pattern(size);
+    const jobs::Image image = jobs::make_test_pattern(size);
     return nb::bytes(reinterpret_cast<const char*>(image.rgb.data()), image.rgb.size() * sizeof(float));
   });
 }

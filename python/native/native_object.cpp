@@ -1,6 +1,5 @@
 #include "native_object.h"
 
-#include <chrono>
 #include <vector>
 
 #include "tinyfuse/buffer.h"
@@ -106,36 +105,6 @@ void NativeObject::backward_backward_input(const NativeContext& ctx, Address par
   object_->backward_backward_input(*ctx.ctx, in, v, d_out, dL_ddLdoutput ? &dd_out : nullptr,
                                    dL_dinput ? &d_in : nullptr, false,
                                    gradients ? GradientMode::Overwrite : GradientMode::Ignore);
-}
-
-double NativeObject::time_inference(Address params, Address input, int64_t rows, Address output, Address stream,
-                                    int iters) {
-  const DifferentiableObject& o = *object_;
-  const Stream s = as_stream(stream);
-  const TensorView in = input_view(input, o.input_dtype(), rows, s), out = output_view(output, o.output_dtype(), rows, s);
-  std::lock_guard<std::mutex> lock(mutex_);
-  point_at(params, o.param_dtype(), 0);
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < iters; ++i) object_->inference(in, out);
-  synchronize(o.device(), s);
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-double NativeObject::time_training(Address params, Address gradients, Address input, int64_t rows, Address output,
-                                   Address doutput, Address stream, int iters) {
-  const DifferentiableObject& o = *object_;
-  const Stream s = as_stream(stream);
-  const TensorView in = input_view(input, o.input_dtype(), rows, s), out = output_view(output, o.output_dtype(), rows, s);
-  const TensorView d_out = output_view(doutput, o.output_dtype(), rows, s);
-  std::lock_guard<std::mutex> lock(mutex_);
-  point_at(params, o.param_dtype(), gradients);
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < iters; ++i) {
-    std::unique_ptr<Context> ctx = object_->forward(in, &out, false, false);
-    object_->backward(*ctx, in, out, d_out, nullptr, false, GradientMode::Overwrite);
-  }
-  synchronize(o.device(), s);
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 }  // namespace tinyfuse::python

@@ -49,12 +49,14 @@ class NativeObject {
                                Address input, DType input_dtype, Address dL_ddLdinput, Address doutput,
                                DType output_dtype, Address dL_ddLdoutput, Address dL_dinput, Address stream);
 
-  // The C++ API called directly in a loop, for the binding-overhead benchmark: `iters` calls of
-  // inference (or forward + backward with parameter gradients), then a wait for the stream.
-  // Returns the seconds taken.
+#ifdef TINYFUSE_PYTHON_TIMING
+  // The C++ API called directly in a loop, for the binding-overhead benchmark (timing_loops.cpp;
+  // developer builds only): `iters` calls of inference (or forward + backward with parameter
+  // gradients), then a wait for the stream. Returns the seconds taken.
   double time_inference(Address params, Address input, int64_t rows, Address output, Address stream, int iters);
   double time_training(Address params, Address gradients, Address input, int64_t rows, Address output,
                        Address doutput, Address stream, int iters);
+#endif
 
  private:
   TensorView input_view(Address data, DType dtype, int64_t rows, Stream stream) const;

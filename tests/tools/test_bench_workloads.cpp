@@ -6,7 +6,7 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "test_pattern.h"
+#include "jobs/test_pattern.h"
 #include "tinyfuse/buffer.h"
 #include "tinyfuse/tinyfuse.h"
 #include "workloads/checks.h"
@@ -154,7 +154,7 @@ TEST(BenchWorkloads, TheNerfFieldEqualsItsPartsComposedByHand) {
 
 TEST(BenchWorkloads, TargetsAreTheDocumentedFields) {
   // Image: at a pixel centre, that pixel of the 256 x 256 test pattern.
-  const auto image = cli::make_test_pattern(256);
+  const auto image = jobs::make_test_pattern(256);
   const float xy[2] = {(10 + 0.5f) / 256, (200 + 0.5f) / 256};
   float rgb[3];
   target_values(TargetKind::Image, xy, 1, rgb);

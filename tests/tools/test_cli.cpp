@@ -234,7 +234,7 @@ class MemoryBoundModel final : public DifferentiableObject {
 
 TEST(CliRender, ChunksThatRunOutOfMemoryAreRenderedInHalves) {
   MemoryBoundModel unbounded(INT64_MAX), bounded(1000);
-  const cli::Image a = cli::render_model(unbounded, 300, 200), b = cli::render_model(bounded, 300, 200);
+  const jobs::Image a = cli::render_model(unbounded, 300, 200), b = cli::render_model(bounded, 300, 200);
   EXPECT_EQ(a.rgb, b.rgb);
   EXPECT_EQ(unbounded.calls, 1);
   EXPECT_EQ(bounded.calls, (60000 + 937) / 938);  // 60000 rows halved down to 938 per call

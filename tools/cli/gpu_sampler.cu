@@ -72,7 +72,7 @@ struct GpuImageSampler::State {
   Buffer image, positions, colours;
 };
 
-GpuImageSampler::GpuImageSampler(const Image& image, int64_t batch, DType position_dtype, uint64_t seed, uint64_t stream)
+GpuImageSampler::GpuImageSampler(const jobs::Image& image, int64_t batch, DType position_dtype, uint64_t seed, uint64_t stream)
     : state_(std::make_unique<State>()) {
   if (position_dtype != DType::F32 && position_dtype != DType::F16)
     throw UnsupportedError("learn-image on cuda feeds f32 or f16 positions, the model reads " + to_string(position_dtype));

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "image.h"
+#include "jobs/image.h"
 #include "tinyfuse/buffer.h"
 
 namespace tinyfuse::cli {
@@ -17,7 +17,7 @@ class GpuImageSampler {
  public:
   // Batches of `batch` positions, written as `position_dtype` (F32 or F16); the generator is
   // PCG32 seeded with (seed, stream), as the CPU path's Pcg32(seed, stream).
-  GpuImageSampler(const Image& image, int64_t batch, DType position_dtype, uint64_t seed, uint64_t stream);
+  GpuImageSampler(const jobs::Image& image, int64_t batch, DType position_dtype, uint64_t seed, uint64_t stream);
   ~GpuImageSampler();
 
   // Queues the next batch on this thread's default stream; the views stay valid until the next call.

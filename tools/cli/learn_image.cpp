@@ -13,14 +13,14 @@
 #include "gpu_sampler.h"
 #endif
 #include "core/atomic_file.h"
-#include "default_config.h"
-#include "image.h"
-#include "loss_plot.h"
+#include "image_files.h"
+#include "jobs/default_config.h"
+#include "jobs/loss_plot.h"
+#include "jobs/test_pattern.h"
 #include "progress.h"
 #include "reconstruct.h"
 #include "run_files.h"
 #include "staging.h"
-#include "test_pattern.h"
 #include "tinyfuse/checkpoint.h"
 #include "tinyfuse/factory.h"
 #include "tinyfuse/random.h"
@@ -83,7 +83,7 @@ struct TrainResult {
 // from the picture uploaded once (CUDA). Both draw the same positions for a seed.
 class BatchSource {
  public:
-  BatchSource(const Image& target, const DifferentiableObject& net, int64_t batch, uint64_t seed)
+  BatchSource(const jobs::Image& target, const DifferentiableObject& net, int64_t batch, uint64_t seed)
       : target_(target), batch_(batch), rng_(seed, kSamplingStream) {
 #ifdef TINYFUSE_WITH_CUDA
     if (net.device() == Device::CUDA) {
@@ -104,13 +104,13 @@ class BatchSource {
 #endif
     float* xy = positions_->host();
     for (int64_t i = 0; i < 2 * batch_; ++i) xy[i] = rng_.next_float();
-    sample_bilinear(target_, xy, batch_, colours_->host());
+    jobs::sample_bilinear(target_, xy, batch_, colours_->host());
     positions = positions_->upload(batch_);
     colours = colours_->upload(batch_);
   }
 
  private:
-  const Image& target_;
+  const jobs::Image& target_;
   int64_t batch_;
   Pcg32 rng_;
   std::unique_ptr<StagedMatrix> positions_, colours_;
@@ -119,7 +119,7 @@ class BatchSource {
 #endif
 };
 
-TrainResult train(Model& model, const Image& target, const Settings& s, const fs::path& out) {
+TrainResult train(Model& model, const jobs::Image& target, const Settings& s, const fs::path& out) {
   DifferentiableObject& net = *model.network;
   const int64_t batch = static_cast<int64_t>(s.batch);
   // A resumed run draws new batches: the sampling seed moves on with the optimizer step count.
@@ -172,7 +172,7 @@ struct RunFacts {
 };
 
 // The contents of log.json: what was run, how fast, how well, and the loss of every step.
-nlohmann::ordered_json run_log(const Settings& s, const json& config, const Image& target, const TrainResult& trained,
+nlohmann::ordered_json run_log(const Settings& s, const json& config, const jobs::Image& target, const TrainResult& trained,
                                const RunFacts& f, const OutputPaths& paths) {
   using ordered_json = nlohmann::ordered_json;
   const bool builtin = s.image_path.empty();
@@ -276,13 +276,13 @@ int run_learn_image(const std::vector<std::string>& args) {
     if (!s.config_path.empty() && read_config_file(s.config_path) != model.config)
       throw UsageError("--config differs from the config stored in " + s.resume_path + "; leave --config out to resume");
   } else {
-    model = create_from_config(2, 3, s.config_path.empty() ? default_learn_image_config() : read_config_file(s.config_path),
+    model = create_from_config(2, 3, s.config_path.empty() ? jobs::default_learn_image_config() : read_config_file(s.config_path),
                                build, s.seed);
   }
   const json& config = model.config;
 
   const bool builtin = s.image_path.empty();
-  const Image target = builtin ? make_test_pattern(256) : load_image(s.image_path);
+  const jobs::Image target = builtin ? jobs::make_test_pattern(256) : load_image(s.image_path);
   const fs::path out(s.out_dir);
   const OutputPaths paths{out / "reconstruction.png", out / "loss.png", out / "log.json",
                           builtin ? out / "target.png" : fs::path()};
@@ -303,8 +303,8 @@ int run_learn_image(const std::vector<std::string>& args) {
   double quality = NAN;
   std::string picture_error;
   try {
-    save_png(render_loss_plot(trained.losses), paths.loss_plot.string());
-    const Image reconstruction = render_model(*model.network, target.width, target.height);
+    save_png(jobs::render_loss_plot(trained.losses), paths.loss_plot.string());
+    const jobs::Image reconstruction = render_model(*model.network, target.width, target.height);
     quality = psnr(reconstruction, target);
     save_png(reconstruction, paths.reconstruction.string());
   } catch (const std::exception& e) {

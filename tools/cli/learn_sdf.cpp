@@ -10,9 +10,10 @@
 
 #include "args.h"
 #include "core/atomic_file.h"
-#include "default_config.h"
 #include "eikonal_loss.h"
-#include "loss_plot.h"
+#include "image_files.h"
+#include "jobs/default_config.h"
+#include "jobs/loss_plot.h"
 #include "progress.h"
 #include "run_files.h"
 #include "sdf_field.h"
@@ -442,7 +443,7 @@ int run_learn_sdf(const std::vector<std::string>& args) {
       throw UsageError("--resume " + s.resume_path + " holds a model of " + std::to_string(model.network->input_width()) +
                        " inputs, not a learn-sdf one (3 inputs: a point in the unit cube)");
   } else {
-    model = create_from_config(3, 1, s.config_path.empty() ? default_learn_sdf_config() : read_config_file(s.config_path),
+    model = create_from_config(3, 1, s.config_path.empty() ? jobs::default_learn_sdf_config() : read_config_file(s.config_path),
                                build, s.seed);
   }
   const SdfSource source = load_source(s);
@@ -464,7 +465,7 @@ int run_learn_sdf(const std::vector<std::string>& args) {
   Heldout heldout;
   std::string picture_error;
   try {
-    save_png(render_loss_plot(trained.losses), paths.loss_plot.string());
+    save_png(jobs::render_loss_plot(trained.losses), paths.loss_plot.string());
     save_png(render_sdf_slices(*model.network, source), paths.slices.string());
     heldout = evaluate(*model.network, source);
   } catch (const std::exception& e) {

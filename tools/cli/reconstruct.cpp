@@ -10,10 +10,10 @@
 
 namespace tinyfuse::cli {
 
-Image render_model(DifferentiableObject& model, int width, int height, int64_t max_chunk) {
+jobs::Image render_model(DifferentiableObject& model, int width, int height, int64_t max_chunk) {
   const int64_t n = static_cast<int64_t>(width) * height;
   const int64_t out_width = model.padded_output_width();
-  Image image(width, height);
+  jobs::Image image(width, height);
   int64_t chunk = std::max<int64_t>(1, std::min(n, max_chunk));
   std::unique_ptr<StagedMatrix> input, output;
   for (int64_t begin = 0; begin < n;) {
@@ -47,7 +47,7 @@ Image render_model(DifferentiableObject& model, int width, int height, int64_t m
   return image;
 }
 
-double psnr(const Image& image, const Image& reference) {
+double psnr(const jobs::Image& image, const jobs::Image& reference) {
   if (image.width != reference.width || image.height != reference.height)
     throw std::logic_error("psnr: images of different sizes");
   double sum = 0;

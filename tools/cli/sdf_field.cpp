@@ -4,8 +4,8 @@
 #include <cmath>
 #include <memory>
 
+#include "jobs/text.h"
 #include "staging.h"
-#include "text.h"
 
 namespace tinyfuse::cli {
 
@@ -59,7 +59,7 @@ std::vector<float> sdf_gradients(DifferentiableObject& model, const float* point
   return gradients;
 }
 
-Image render_sdf_slices(DifferentiableObject& model, const SdfSource& source, int size) {
+jobs::Image render_sdf_slices(DifferentiableObject& model, const SdfSource& source, int size) {
   constexpr int kGap = 8, kHeader = 28, kFont = 2;
   // Per panel: the fixed axis and its value, then the axes that run right and up.
   struct Panel {
@@ -68,7 +68,7 @@ Image render_sdf_slices(DifferentiableObject& model, const SdfSource& source, in
   };
   const Panel panels[3] = {{2, 0, 1, "z = 0.5 (x right, y up)"}, {1, 0, 2, "y = 0.5 (x right, z up)"},
                            {0, 2, 1, "x = 0.5 (z right, y up)"}};
-  Image image(3 * size + 4 * kGap, size + kHeader + kGap, 1.0f);
+  jobs::Image image(3 * size + 4 * kGap, size + kHeader + kGap, 1.0f);
   const int64_t per_panel = static_cast<int64_t>(size) * size;
   std::vector<float> points(static_cast<size_t>(3 * 3 * per_panel));
   for (int p = 0; p < 3; ++p)
@@ -102,7 +102,7 @@ Image render_sdf_slices(DifferentiableObject& model, const SdfSource& source, in
   const float black[3] = {0, 0, 0}, white[3] = {1, 1, 1}, ink[3] = {0.15f, 0.15f, 0.15f};
   for (int p = 0; p < 3; ++p) {
     const int x0 = kGap + p * (size + kGap), y0 = kHeader;
-    draw_text(image, x0, 6, panels[p].label, kFont, ink);
+    jobs::draw_text(image, x0, 6, panels[p].label, kFont, ink);
     for (int row = 0; row < size; ++row)
       for (int col = 0; col < size; ++col) {
         const float d = learned[p * per_panel + static_cast<int64_t>(row) * size + col];

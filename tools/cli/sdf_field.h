@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "image.h"
+#include "jobs/image.h"
 #include "sdf_source.h"
 #include "tinyfuse/object.h"
 
@@ -21,6 +21,6 @@ std::vector<float> sdf_gradients(DifferentiableObject& model, const float* point
 // pixels: orange outside, blue inside, darker towards the surface, with bands every 0.04 of
 // distance; the model's zero level set in black and, for a built-in shape, the exact one in white
 // beneath it (it shows where they differ).
-Image render_sdf_slices(DifferentiableObject& model, const SdfSource& source, int size = 256);
+jobs::Image render_sdf_slices(DifferentiableObject& model, const SdfSource& source, int size = 256);
 
 }  // namespace tinyfuse::cli

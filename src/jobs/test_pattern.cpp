@@ -1,12 +1,12 @@
-#include "test_pattern.h"
+#include "jobs/test_pattern.h"
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
-#include "text.h"
+#include "jobs/text.h"
 
-namespace tinyfuse::cli {
+namespace tinyfuse::jobs {
 
 namespace {
 
@@ -96,4 +96,4 @@ Image make_test_pattern(int size) {
   return image;
 }
 
-}  // namespace tinyfuse::cli
+}  // namespace tinyfuse::jobs

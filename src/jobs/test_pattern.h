@@ -2,13 +2,13 @@
 // can and cannot represent.
 #pragma once
 
-#include "image.h"
+#include "jobs/image.h"
 
-namespace tinyfuse::cli {
+namespace tinyfuse::jobs {
 
 // A `size` x `size` picture over a smooth colour gradient: concentric rings whose spacing shrinks
 // outwards (to about 5 pixels at 256), a checkerboard of 8-pixel squares (at 256), a disc with a thin
 // outline, a triangle, a square of diagonal stripes and the word "tinyfuse". Supersampled 4x4.
 Image make_test_pattern(int size = 256);
 
-}  // namespace tinyfuse::cli
+}  // namespace tinyfuse::jobs

@@ -1,4 +1,4 @@
-#include "image.h"
+#include "image_files.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -16,7 +16,7 @@
 
 namespace tinyfuse::cli {
 
-Image load_image(const std::string& path) {
+jobs::Image load_image(const std::string& path) {
   const std::string what = "image '" + path + "'";
   const std::string bytes = read_regular_file(path, kMaxImageFileBytes, what, "the CLI's limit for image files");
   const auto* data_in = reinterpret_cast<const unsigned char*>(bytes.data());
@@ -33,7 +33,7 @@ Image load_image(const std::string& path) {
     const char* why = stbi_failure_reason();
     throw std::runtime_error("cannot read " + what + ": " + (why ? why : "unknown reason"));
   }
-  Image image(w, h);
+  jobs::Image image(w, h);
   for (size_t i = 0; i < image.rgb.size(); ++i) image.rgb[i] = data[i] / 255.0f;
   stbi_image_free(data);
   return image;
@@ -47,7 +47,7 @@ void append_bytes(void* context, void* data, int size) {
 }
 }  // namespace
 
-void save_png(const Image& image, const std::string& path) {
+void save_png(const jobs::Image& image, const std::string& path) {
   std::vector<unsigned char> pixels(image.rgb.size());
   for (size_t i = 0; i < pixels.size(); ++i) {
     const float v = std::isfinite(image.rgb[i]) ? std::clamp(image.rgb[i], 0.0f, 1.0f) : 0.0f;

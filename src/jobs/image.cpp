@@ -1,10 +1,8 @@
-// Sampling an Image at continuous positions: apart from image.cpp so that programs without the
-// image files' reader and writer (stb) can sample the built-in picture (tinyfuse-bench's workloads).
+#include "jobs/image.h"
+
 #include <algorithm>
 
-#include "image.h"
-
-namespace tinyfuse::cli {
+namespace tinyfuse::jobs {
 
 void sample_bilinear(const Image& image, const float* xy, int64_t n, float* rgb) {
   const int w = image.width, h = image.height;
@@ -25,4 +23,4 @@ void sample_bilinear(const Image& image, const float* xy, int64_t n, float* rgb)
   }
 }
 
-}  // namespace tinyfuse::cli
+}  // namespace tinyfuse::jobs

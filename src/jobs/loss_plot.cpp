@@ -1,13 +1,13 @@
-#include "loss_plot.h"
+#include "jobs/loss_plot.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
 
-#include "text.h"
+#include "jobs/text.h"
 
-namespace tinyfuse::cli {
+namespace tinyfuse::jobs {
 
 namespace {
 
@@ -155,4 +155,4 @@ Image render_loss_plot(const std::vector<float>& losses, int width, int height) 
   return img;
 }
 
-}  // namespace tinyfuse::cli
+}  // namespace tinyfuse::jobs

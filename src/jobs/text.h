@@ -1,12 +1,12 @@
-// A small bitmap font (stb_easy_font) for labels in the pictures the CLI writes.
+// A small bitmap font (stb_easy_font) for the labels in the jobs' pictures.
 #pragma once
 
 #include <string>
 #include <vector>
 
-#include "image.h"
+#include "jobs/image.h"
 
-namespace tinyfuse::cli {
+namespace tinyfuse::jobs {
 
 // An axis-aligned rectangle [x0, x1) x [y0, y1).
 struct Rect {
@@ -23,4 +23,4 @@ constexpr int kTextHeight = 8;
 // Draws `text` with its top-left corner at pixel (x, y), each font unit `scale` pixels wide.
 void draw_text(Image& image, int x, int y, const std::string& text, int scale, const float rgb[3]);
 
-}  // namespace tinyfuse::cli
+}  // namespace tinyfuse::jobs

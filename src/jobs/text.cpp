@@ -1,4 +1,4 @@
-#include "text.h"
+#include "jobs/text.h"
 
 #include <algorithm>
 #include <cmath>
@@ -13,7 +13,7 @@
 #pragma GCC diagnostic pop
 #endif
 
-namespace tinyfuse::cli {
+namespace tinyfuse::jobs {
 
 namespace {
 std::string printable(const std::string& text) {
@@ -62,4 +62,4 @@ void draw_text(Image& image, int x, int y, const std::string& text, int scale, c
   }
 }
 
-}  // namespace tinyfuse::cli
+}  // namespace tinyfuse::jobs

@@ -1,6 +1,6 @@
-#include "default_config.h"
+#include "jobs/default_config.h"
 
-namespace tinyfuse::cli {
+namespace tinyfuse::jobs {
 
 // tiny-cuda-nn's own image-learning config (data/config_hash.json): a 16-level hash grid with 2
 // features per level in front of a 64-wide fully fused MLP (on the CPU: the same network's
@@ -39,4 +39,4 @@ json default_learn_sdf_config() {
   })");
 }
 
-}  // namespace tinyfuse::cli
+}  // namespace tinyfuse::jobs
