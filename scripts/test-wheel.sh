@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs a wheel from scripts/build-wheel.sh into a fresh venv and runs a small training job on
 # the CPU there, with no compiler and no CUDA toolkit on PATH or the library path: what a user
-# without them gets. PyTorch comes from the system's site-packages (the venv sees them) or PyPI.
+# without them gets. PyTorch is borrowed from an environment that has it ($TORCH_PYTHON, else
+# scripts/test-python.sh's build-python/venv, else $PYTHON) through a .pth file, or comes from PyPI.
 #   scripts/test-wheel.sh dist/tinyfuse-*.whl
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,8 +10,20 @@ wheel=${1:?usage: scripts/test-wheel.sh WHEEL}
 py=${PYTHON:-python3}
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-if "$py" -c 'import torch' 2>/dev/null; then "$py" -m venv --system-site-packages "$dir/venv"; else "$py" -m venv "$dir/venv"; fi
-"$dir/venv/bin/python" -c 'import torch' 2>/dev/null || "$dir/venv/bin/python" -m pip install -q "torch>=2.1"
+torch_site=""
+for cand in "${TORCH_PYTHON:-}" build-python/venv/bin/python "$py"; do
+  [ -n "$cand" ] && command -v "$cand" >/dev/null 2>&1 || continue
+  torch_site=$("$cand" -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))' 2>/dev/null) && break
+  torch_site=""
+done
+"$py" -m venv "$dir/venv"
+if [ -n "$torch_site" ]; then
+  # After the venv's own site-packages on sys.path, so the wheel's tinyfuse is the one imported.
+  echo "$torch_site" > "$("$dir/venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/borrowed_torch.pth"
+  echo "test-wheel: PyTorch from $torch_site" >&2
+else
+  "$dir/venv/bin/python" -m pip install -q "torch>=2.1"
+fi
 "$dir/venv/bin/python" -m pip install -q --no-deps --disable-pip-version-check "$wheel"
 # The extension may need no CUDA library to load (cudart is static, cuBLASLt opened on demand).
 so=$(find "$dir/venv" -name '_native*.so' | head -n 1)
@@ -19,12 +32,14 @@ if readelf -d "$so" | grep -E 'NEEDED.*(libcudart|libcublas|libcuda\.)'; then
   exit 1
 fi
 cd "$dir"  # away from the source tree, so the installed package is the one imported
-env -i HOME="$dir" PATH=/usr/bin:/bin "$dir/venv/bin/python" - <<'PY'
+env -i HOME="$dir" PATH=/usr/bin:/bin VENV="$dir/venv" "$dir/venv/bin/python" - <<'PY'
 import shutil
 assert shutil.which("nvcc") is None, "nvcc is on PATH"
 import torch
+import os
 import tinyfuse
 import tinyfuse.tcnn as tcnn
+assert os.path.realpath(tinyfuse.__file__).startswith(os.path.realpath(os.environ["VENV"])), tinyfuse.__file__
 torch.manual_seed(0)
 config = {"encoding": {"otype": "HashGrid", "n_levels": 8, "n_features_per_level": 2, "log2_hashmap_size": 14,
                        "base_resolution": 16, "per_level_scale": 1.5},

@@ -455,4 +455,38 @@ TEST(SecondDerivatives, BadArgumentsAreNamed) {
   }
 }
 
+TEST(SecondDerivatives, EncodingsNameBadArgumentsAndWriteNothing) {
+  const json configs[] = {
+      {{"otype", "Identity"}},
+      {{"otype", "Frequency"}, {"n_frequencies", 2}},
+      {{"otype", "SphericalHarmonics"}, {"degree", 3}},
+      {{"otype", "Composite"},
+       {"reduction", "Product"},
+       {"nested", {{{"otype", "OneBlob"}, {"n_bins", 2}, {"n_dims_to_encode", 3}},
+                   {{"otype", "Frequency"}, {"n_frequencies", 1}, {"n_dims_to_encode", 3}, {"dims_to_encode_begin", 0}}}}},
+  };
+  Pcg32 rng(4);
+  for (const json& cfg : configs) {
+    auto enc = create_encoding(cfg, 3, kF64);
+    const int64_t batch = 6, w = enc->padded_output_width();
+    std::vector<double> x = random_vector(rng, batch * 3, 0, 1), v = random_vector(rng, batch * 3), g = random_vector(rng, batch * w);
+    std::vector<double> d_g(batch * w, 7.0), d_x(batch * 3, 7.0), wrong(batch * (w + 3), 0.0);
+    auto xv = TensorView::matrix(x.data(), batch, 3), vv = TensorView::matrix(v.data(), batch, 3);
+    auto gv = TensorView::matrix(g.data(), batch, w), d_gv = TensorView::matrix(d_g.data(), batch, w);
+    auto d_xv = TensorView::matrix(d_x.data(), batch, 3), bad = TensorView::matrix(wrong.data(), batch, w + 2);
+    auto ctx = enc->forward(xv, nullptr, false, true);
+    auto bbi = [&](const TensorView& v_, const TensorView& g_, const TensorView* dg, const TensorView* dx) {
+      enc->backward_backward_input(*ctx, xv, v_, g_, dg, dx, false, GradientMode::Overwrite);
+    };
+    expect_error<ShapeError>([&] { bbi(bad, gv, &d_gv, &d_xv); }, {"dL_ddLdinput"});
+    expect_error<ShapeError>([&] { bbi(vv, bad, &d_gv, &d_xv); }, {"dL_doutput"});
+    expect_error<ShapeError>([&] { bbi(vv, gv, &bad, &d_xv); }, {"dL_ddLdoutput"});
+    expect_error<ShapeError>([&] { bbi(vv, gv, &d_gv, &bad); }, {"dL_dinput"});
+    for (double e : d_g) EXPECT_EQ(e, 7.0) << cfg.dump();
+    for (double e : d_x) EXPECT_EQ(e, 7.0) << cfg.dump();
+    bbi(vv, gv, &d_gv, &d_xv);  // and the same call with good arguments writes both
+    for (double e : d_g) EXPECT_TRUE(std::isfinite(e) && e != 7.0) << cfg.dump();
+  }
+}
+
 }  // namespace

@@ -169,11 +169,15 @@ class StepTensors {
     out_.download(rows_);
     double loss = 0;
     for (int64_t r = 0; r < rows_; ++r) {
+      if (r >= n_) {  // padding rows: no loss (the training steps rely on their zeros)
+        d_out_.host()[r * width_] = 0.0f;
+        continue;
+      }
       const double d = std::sqrt((x[3 * r] - 0.5) * (x[3 * r] - 0.5) + (x[3 * r + 1] - 0.5) * (x[3 * r + 1] - 0.5) +
                                  (x[3 * r + 2] - 0.5) * (x[3 * r + 2] - 0.5));
       const double e = out_.host()[r * width_] - d;
-      loss += std::abs(e) / static_cast<double>(rows_);
-      d_out_.host()[r * width_] = static_cast<float>(loss_scale * (e > 0 ? 1.0 : e < 0 ? -1.0 : 0.0) / static_cast<double>(rows_));
+      loss += std::abs(e) / static_cast<double>(n_);
+      d_out_.host()[r * width_] = static_cast<float>(loss_scale * (e > 0 ? 1.0 : e < 0 ? -1.0 : 0.0) / static_cast<double>(n_));
     }
     net.backward(*ctx, xv, out, d_out_.upload(rows_), nullptr, false, GradientMode::Overwrite);
     return loss;
