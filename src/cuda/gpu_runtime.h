@@ -36,6 +36,7 @@
 #define gpuMallocAsync hipMallocAsync
 #define gpuFreeAsync hipFreeAsync
 #define gpuMemsetAsync hipMemsetAsync
+#define gpuMemset2DAsync hipMemset2DAsync
 #define gpuDeviceSynchronize hipDeviceSynchronize
 // Device queries, kernel attributes, streams and graphs (the fused MLPs, the GPU tests).
 #define gpuDeviceGetAttribute hipDeviceGetAttribute
@@ -140,6 +141,7 @@
 #define gpuMallocAsync cudaMallocAsync
 #define gpuFreeAsync cudaFreeAsync
 #define gpuMemsetAsync cudaMemsetAsync
+#define gpuMemset2DAsync cudaMemset2DAsync
 #define gpuDeviceSynchronize cudaDeviceSynchronize
 // Device queries, kernel attributes, streams and graphs (the fused MLPs, the GPU tests).
 #define gpuDeviceGetAttribute cudaDeviceGetAttribute

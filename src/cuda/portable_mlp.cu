@@ -12,6 +12,7 @@
 #include "cuda/portable_mlp.h"
 
 #include <algorithm>
+#include <utility>
 #include <type_traits>
 #include <vector>
 
@@ -175,6 +176,54 @@ void launch_output_delta(Activation act, const float* dy, int64_t ldy, const flo
   pgemm::output_delta_kernel<<<dim3((width + 31) / 32, static_cast<unsigned>(row_blocks)), dim3(32, 8), 0, stream>>>(
       dy, ldy, z, dz, rows, static_cast<int>(width), act);
   TF_GPU_CHECK_LAUNCH("PortableMLP output delta");
+}
+
+// The elementwise steps of backward_backward_input (the CPU reference's three sweeps,
+// src/cpu/mlp.cpp), one thread per element of a (rows x width) matrix; z null means the layer's
+// activation is None (act' = 1, act'' = 0; z is not kept then).
+//   sweep 1: dz = dy act'(z), c = dy act''(z)         (c null: the layer is piecewise linear)
+//   sweep 2: c *= bdz, out = bdz act'(z)              (c, out each optional)
+//   sweep 3: dZ = bz + e act'(z)                       (bz, e each optional)
+__global__ void second_order_sweep1_kernel(const float* __restrict__ dy, int64_t ldy, const float* __restrict__ z,
+                                           float* __restrict__ dz, float* __restrict__ c, int64_t rows, int width,
+                                           Activation act) {
+  const int n = blockIdx.x * 32 + threadIdx.x;
+  if (n >= width) return;
+  for (int64_t m = static_cast<int64_t>(blockIdx.y) * 8 + threadIdx.y; m < rows; m += static_cast<int64_t>(gridDim.y) * 8) {
+    const int64_t i = m * width + n;
+    const float g = dy[m * ldy + n], zz = z ? z[i] : 0.0f;
+    dz[i] = z ? g * activate_derivative(act, zz) : g;
+    if (c) c[i] = g * activate_second_derivative(act, zz);
+  }
+}
+
+__global__ void second_order_sweep2_kernel(const float* __restrict__ bdz, const float* __restrict__ z, float* __restrict__ c,
+                                           float* __restrict__ out, int64_t ldo, int64_t rows, int width, Activation act) {
+  const int n = blockIdx.x * 32 + threadIdx.x;
+  if (n >= width) return;
+  for (int64_t m = static_cast<int64_t>(blockIdx.y) * 8 + threadIdx.y; m < rows; m += static_cast<int64_t>(gridDim.y) * 8) {
+    const int64_t i = m * width + n;
+    const float v = bdz[i];
+    if (c) c[i] *= v;
+    if (out) out[m * ldo + n] = z ? v * activate_derivative(act, z[i]) : v;
+  }
+}
+
+__global__ void second_order_sweep3_kernel(const float* __restrict__ bz, const float* __restrict__ e,
+                                           const float* __restrict__ z, float* __restrict__ dZ, int64_t rows, int width,
+                                           Activation act) {
+  const int n = blockIdx.x * 32 + threadIdx.x;
+  if (n >= width) return;
+  for (int64_t m = static_cast<int64_t>(blockIdx.y) * 8 + threadIdx.y; m < rows; m += static_cast<int64_t>(gridDim.y) * 8) {
+    const int64_t i = m * width + n;
+    float v = bz ? bz[i] : 0.0f;
+    if (e) v += z ? e[i] * activate_derivative(act, z[i]) : e[i];
+    dZ[i] = v;
+  }
+}
+
+dim3 elementwise_grid(int64_t rows, uint32_t width) {
+  return dim3((width + 31) / 32, static_cast<unsigned>(std::min<int64_t>((rows + 7) / 8, 65535)));
 }
 
 // Offsets (in floats) of arrays carved out of one scratch buffer, each kScratchAlignment aligned.
@@ -351,6 +400,142 @@ class PortableMlp final : public GpuMlp<float> {
     }
   }
 
+  // The derivative of backward()'s dL/dinput: the CPU reference's three sweeps (src/cpu/mlp.cpp)
+  // with this network's GEMMs. Parameter gradients are summed in the order the sweeps produce
+  // them (Overwrite clears them first), so results agree with the CPU to FP32 rounding.
+  void backward_backward_input(const Context& base_ctx, const TensorView& input, const TensorView& dL_ddLdinput,
+                               const TensorView& dL_doutput, const TensorView* dL_ddLdoutput,
+                               const TensorView* dL_dinput, bool use_inference_params, GradientMode mode) override {
+    const auto* ctx = dynamic_cast<const PortableMlpContext*>(&base_ctx);
+    if (!ctx) throw Error(name() + "::backward_backward_input: context does not come from this network's forward()");
+    check_backward_backward(input, dL_ddLdinput, dL_doutput, dL_ddLdoutput, dL_dinput, mode,
+                            [&](int64_t batch) { return ctx->z.size() == layers_.size() && ctx->batch == batch; });
+    const int64_t batch = input.rows();
+    const gpuStream_t stream = stream_of(input);
+    const bool param_grads = mode != GradientMode::Ignore;
+    if (mode == GradientMode::Overwrite && n_params_ > 0)
+      TF_GPU_CHECK(gpuMemsetAsync(gradients_, 0, n_params_ * sizeof(float), stream));
+    if (batch == 0) return;
+    const float* weights = weights_for(use_inference_params);
+    const size_t L = layers_.size();
+    auto curved = [&](size_t li) { return !activation_is_piecewise_linear(layer_activation(li)); };
+    auto z_of = [&](size_t li) -> const float* { return ctx->z[li] == kNone ? nullptr : ctx->at(ctx->z[li]); };
+    auto x_of = [&](size_t li) -> std::pair<const float*, int64_t> {
+      if (li == 0) return {input.ptr<float>(), input.strides[0]};
+      return {ctx->at(ctx->y[li - 1]), static_cast<int64_t>(layers_[li].in)};
+    };
+
+    // Scratch: dz (and c where curved) of every layer, three layer-wide work arrays, the partials.
+    Carver carve;
+    std::vector<size_t> dz_at(L), c_at(L, kNone);
+    // Sweep 2 adds weight gradients only, sweep 3 weights and biases: each its own split.
+    std::vector<GradSplit> weight_splits(L), splits(L);
+    size_t widest = 0, partial_floats = 0;
+    for (size_t li = 0; li < L; ++li) {
+      const Layer& l = layers_[li];
+      dz_at[li] = carve.take(static_cast<size_t>(batch) * l.out);
+      if (curved(li)) c_at[li] = carve.take(static_cast<size_t>(batch) * l.out);
+      widest = std::max<size_t>(widest, std::max(l.in, l.out));
+      if (param_grads) {
+        weight_splits[li] = grad_split(batch, l.in, l.out, false);
+        splits[li] = grad_split(batch, l.in, l.out, spec_.biases);
+        partial_floats = std::max({partial_floats, weight_splits[li].partial_floats(), splits[li].partial_floats()});
+      }
+    }
+    const size_t work_at[3] = {carve.take(static_cast<size_t>(batch) * widest), carve.take(static_cast<size_t>(batch) * widest),
+                               carve.take(static_cast<size_t>(batch) * widest)};
+    const size_t partial_at = carve.take(partial_floats);
+    Buffer scratch = Buffer::on_stream(Device::CUDA, carve.bytes(), input.stream);
+    float* base = static_cast<float*>(scratch.data());
+    float* work[3] = {base + work_at[0], base + work_at[1], base + work_at[2]};
+    auto c_of = [&](size_t li) { return c_at[li] == kNone ? nullptr : base + c_at[li]; };
+
+    // Sweep 1: backward()'s dz per layer, and c where act'' is not 0.
+    {
+      const float* dy = dL_doutput.ptr<float>();
+      int64_t ldy = dL_doutput.strides[0];
+      int cur = 0;
+      for (size_t li = L; li-- > 0;) {
+        const Layer& l = layers_[li];
+        second_order_sweep1_kernel<<<elementwise_grid(batch, l.out), dim3(32, 8), 0, stream>>>(
+            dy, ldy, z_of(li), base + dz_at[li], c_of(li), batch, static_cast<int>(l.out), layer_activation(li));
+        TF_GPU_CHECK_LAUNCH("PortableMLP second order (sweep 1)");
+        if (li == 0) break;
+        launch_input_grad(Activation::None, base + dz_at[li], l.out, weights + l.weight_offset, batch, l.in, l.out, nullptr,
+                          work[cur], l.in, stream);
+        dy = work[cur];
+        ldy = l.in;
+        cur ^= 1;
+      }
+    }
+
+    // Sweep 2: adjoints of backward() from the input up; c of each curved layer becomes its bz.
+    {
+      const float* a = dL_ddLdinput.ptr<float>();
+      int64_t lda = dL_ddLdinput.strides[0];
+      int cur = 0;
+      for (size_t li = 0; li < L; ++li) {
+        const Layer& l = layers_[li];
+        float* bdz = work[2];
+        launch_forward(Activation::None, a, lda, weights + l.weight_offset, nullptr, batch, l.in, l.out, nullptr, nullptr, bdz,
+                       l.out, stream);
+        if (param_grads)
+          launch_weight_grad(weight_splits[li], base + dz_at[li], l.out, a, lda, batch, l.in, l.out, false,
+                             gradients_ + l.weight_offset, true, base + partial_at, stream);
+        const bool top = li + 1 == L;
+        if (top && !dL_ddLdoutput && !curved(li)) break;
+        float* out = nullptr;
+        int64_t ldo = l.out;
+        if (top && dL_ddLdoutput) {
+          out = dL_ddLdoutput->ptr<float>();
+          ldo = dL_ddLdoutput->strides[0];
+        } else if (!top) {
+          out = work[cur];
+        }
+        second_order_sweep2_kernel<<<elementwise_grid(batch, l.out), dim3(32, 8), 0, stream>>>(
+            bdz, z_of(li), c_of(li), out, ldo, batch, static_cast<int>(l.out), layer_activation(li));
+        TF_GPU_CHECK_LAUNCH("PortableMLP second order (sweep 2)");
+        a = out;
+        lda = ldo;
+        cur ^= 1;
+      }
+    }
+
+    // Sweep 3: bz through the forward pass, from the topmost curved layer down (nothing flows
+    // above it: those layers' biases get no second-order gradient).
+    size_t n_flowing = 0;
+    for (size_t li = 0; li < L; ++li)
+      if (curved(li)) n_flowing = li + 1;
+    if (n_flowing == 0) {
+      if (dL_dinput)
+        TF_GPU_CHECK(gpuMemset2DAsync(dL_dinput->data, dL_dinput->strides[0] * sizeof(float), 0,
+                                      layers_[0].in * sizeof(float), batch, stream));
+      return;
+    }
+    const float* e = nullptr;
+    int cur = 0;
+    for (size_t li = n_flowing; li-- > 0;) {
+      const Layer& l = layers_[li];
+      float* dZ = work[2];
+      second_order_sweep3_kernel<<<elementwise_grid(batch, l.out), dim3(32, 8), 0, stream>>>(
+          c_of(li), e, z_of(li), dZ, batch, static_cast<int>(l.out), layer_activation(li));
+      TF_GPU_CHECK_LAUNCH("PortableMLP second order (sweep 3)");
+      if (param_grads) {
+        const auto [x_prev, ldx] = x_of(li);
+        launch_weight_grad(splits[li], dZ, l.out, x_prev, ldx, batch, l.in, l.out, spec_.biases, gradients_ + l.weight_offset,
+                           true, base + partial_at, stream);
+      }
+      if (li > 0) {
+        launch_input_grad(Activation::None, dZ, l.out, weights + l.weight_offset, batch, l.in, l.out, nullptr, work[cur], l.in,
+                          stream);
+        e = work[cur];
+        cur ^= 1;
+      } else if (dL_dinput) {
+        launch_input_grad(Activation::None, dZ, l.out, weights + l.weight_offset, batch, l.in, l.out, nullptr,
+                          dL_dinput->ptr<float>(), dL_dinput->strides[0], stream);
+      }
+    }
+  }
 };
 
 }  // namespace
