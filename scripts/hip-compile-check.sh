@@ -107,7 +107,8 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 host_only=()
 for o in $objects; do
-  if ! readelf -SW "$o" | grep -q '\.hip_fatbin'; then host_only+=("${o##*/}"); continue; fi
+  # (grep -c, not -q: -q would close the pipe early and pipefail would count readelf's SIGPIPE)
+  if ! readelf -SW "$o" | grep -c '\.hip_fatbin' >/dev/null; then host_only+=("${o##*/}"); continue; fi
   objcopy -O binary --only-section=.hip_fatbin "$o" "$tmp/fatbin"
   bundles=$("$llvm/clang-offload-bundler" --list --type=o --input="$tmp/fatbin")
   unit=${o#"$build/src/cuda/CMakeFiles/tinyfuse_hip_units.dir/"}

@@ -55,6 +55,7 @@ __device__ __forceinline__ void load_rows_16(T* dst, int ld_dst, const T* src, i
 // row stride ldw). k is a multiple of 16.
 template <typename T, int MT, int NB>
 __device__ __forceinline__ void product(FragAcc (&acc)[MT][NB], const T* x, int ldx, const T* w, int ldw, int k) {
+#pragma unroll 1
   for (int k0 = 0; k0 < k; k0 += kFrag) {
     FragA<T> a[MT];
 #pragma unroll
@@ -76,6 +77,7 @@ __device__ __forceinline__ void product(FragAcc (&acc)[MT][NB], const T* x, int 
 template <typename T, int MT, int NB>
 __device__ __forceinline__ void product_untransposed(FragAcc (&acc)[MT][NB], const T* x, int ldx, const T* w, int ldw,
                                                      int k) {
+#pragma unroll 1
   for (int k0 = 0; k0 < k; k0 += kFrag) {
     FragA<T> a[MT];
 #pragma unroll
