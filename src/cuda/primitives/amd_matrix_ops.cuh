@@ -142,7 +142,11 @@ __device__ __forceinline__ void mma(FragAcc& c, const Operand<T>& a, const Opera
   if constexpr (f16)
     c.v = __builtin_amdgcn_mfma_f32_16x16x16f16(__builtin_bit_cast(H, a.v), __builtin_bit_cast(H, b.v), c.v, 0, 0, 0);
   else
+#if defined(__gfx908__)
+    __builtin_trap();  // gfx908 has no 16x16x16 BF16 MFMA (only the 16x16x8 form, another layout)
+#else
     c.v = __builtin_amdgcn_mfma_f32_16x16x16bf16_1k(a.v, b.v, c.v, 0, 0, 0);
+#endif
 #elif defined(__HIP_DEVICE_COMPILE__)
   (void)c, (void)a, (void)b;
   __builtin_trap();  // no matrix instructions on this target; the host refuses it

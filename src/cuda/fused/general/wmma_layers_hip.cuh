@@ -55,6 +55,8 @@ __device__ __forceinline__ void load_rows_16(T* dst, int ld_dst, const T* src, i
 // row stride ldw). k is a multiple of 16.
 template <typename T, int MT, int NB>
 __device__ __forceinline__ void product(FragAcc (&acc)[MT][NB], const T* x, int ldx, const T* w, int ldw, int k) {
+  // Rolled: unrolled, the compiler issues several k-steps' operand loads at once and the wider
+  // kernels spill on RDNA's 256 VGPRs a lane (tools/audit/amd measures it).
 #pragma unroll 1
   for (int k0 = 0; k0 < k; k0 += kFrag) {
     FragA<T> a[MT];
@@ -77,6 +79,8 @@ __device__ __forceinline__ void product(FragAcc (&acc)[MT][NB], const T* x, int 
 template <typename T, int MT, int NB>
 __device__ __forceinline__ void product_untransposed(FragAcc (&acc)[MT][NB], const T* x, int ldx, const T* w, int ldw,
                                                      int k) {
+  // Rolled: unrolled, the compiler issues several k-steps' operand loads at once and the wider
+  // kernels spill on RDNA's 256 VGPRs a lane (tools/audit/amd measures it).
 #pragma unroll 1
   for (int k0 = 0; k0 < k; k0 += kFrag) {
     FragA<T> a[MT];
