@@ -49,6 +49,12 @@ const std::vector<OtypeEntry>& otype_table() {
       {K::Network, "BlasLtMLP", false, true, P::BlasLt},
       {K::Network, "BlasLtMLPFP16", false, true, P::BlasLt},
       {K::Network, "Width64FusedMLP", false, true, P::Width64Fused},
+#if defined(TINYFUSE_WITH_HIP)
+      // The names the AMD system tinyfuse re-builds gave these networks.
+      {K::Network, "HipBLASLtMLP", false, true, P::BlasLt, "BlasLtMLP"},
+      {K::Network, "HipBLASLtMLPFP16", false, true, P::BlasLt, "BlasLtMLPFP16"},
+      {K::Network, "RocWMMAWidth64MLP", false, true, P::Width64Fused, "Width64FusedMLP"},
+#endif
 
       {K::Encoding, "Identity", true, true, P::Always},
       {K::Encoding, "Grid", true, true, P::Always},
@@ -129,6 +135,12 @@ std::string otype_unavailable_reason(ObjectKind kind, const std::string& name, D
   // A part left out by an option is named even without a GPU backend: the option needs both.
   if (e && e->cuda && e->part == GpuPart::Width64Fused && !part_built(e->part))
     return name + " is not built into this library (configure with -DTINYFUSE_CUDA=ON -DTINYFUSE_WIDTH64_FUSED=ON)";
+#if defined(TINYFUSE_WITH_HIP)
+  // A HIP build without hipBLASLt: say that before anything about the backend.
+  if (e && e->cuda && e->part == GpuPart::BlasLt && !part_built(e->part))
+    return name + " needs hipBLASLt, which this HIP build did not find (install ROCm's hipBLASLt and reconfigure); "
+                  "FullyFusedMLP and PortableMLP need no BLAS-Lt library";
+#endif
   if (!backend_built(device)) return backend_missing_reason(device);
   if (e && e->cuda && !part_built(e->part)) return name + " needs the vendor BLAS-Lt library, which this build did not find";
   return name + " has no CUDA implementation in this version";

@@ -3,8 +3,6 @@
 # unavailable in a HIP build; docs/PLATFORMS.md). Included from CMakeLists.txt beside this file,
 # which lists the units; every unit there is compiled here unless it needs what this build lacks:
 #  - TINYFUSE_GPU_UNITS_NEED_BLASLT: hipBLASLt (find_package(hipblaslt));
-#  - TINYFUSE_GPU_UNITS_NEED_ROCWMMA: the fused MLPs' rocWMMA kernels (primitives/rocwmma.cuh: the
-#    forward and backward), when rocwmma/rocwmma.hpp is not found (Debian 12 packages no rocWMMA);
 #  - TINYFUSE_GPU_UNITS_CUDA_ONLY: kernels with no HIP path (FullyFusedMLP's
 #    PTX pipelined forward units; forward.cu's kernel serves HIP).
 set(_tf_units ${TINYFUSE_GPU_UNITS})
@@ -20,21 +18,10 @@ else()
   endforeach()
 endif()
 
-# Width64FusedMLP is not in TINYFUSE_GPU_UNITS (the CUDA build adds it when enabled); its HIP
-# kernel needs rocWMMA like the fused forward.
-set(_tf_need_rocwmma ${TINYFUSE_GPU_UNITS_NEED_ROCWMMA})
+# Width64FusedMLP is not in TINYFUSE_GPU_UNITS (the CUDA build adds it when enabled). The fused
+# kernels need no library beyond the HIP headers (matrix-core builtins: primitives/amd_matrix_ops.cuh).
 if(TINYFUSE_WIDTH64_FUSED)
   list(APPEND _tf_units width64/width64_fused_mlp.cu)
-  list(APPEND _tf_need_rocwmma width64/width64_fused_mlp.cu)
-endif()
-find_path(TINYFUSE_ROCWMMA_INCLUDE_DIR rocwmma/rocwmma.hpp HINTS /opt/rocm/include ${CMAKE_HIP_COMPILER_ROCM_ROOT}/include)
-if(TINYFUSE_ROCWMMA_INCLUDE_DIR)
-  set(_tf_rocwmma_note "rocWMMA at ${TINYFUSE_ROCWMMA_INCLUDE_DIR}")
-else()
-  list(REMOVE_ITEM _tf_units ${_tf_need_rocwmma})
-  foreach(u ${_tf_need_rocwmma})
-    list(APPEND _tf_skipped "${u}: needs rocWMMA (rocwmma/rocwmma.hpp not found)")
-  endforeach()
 endif()
 if(TINYFUSE_GPU_UNITS_CUDA_ONLY)
   list(REMOVE_ITEM _tf_units ${TINYFUSE_GPU_UNITS_CUDA_ONLY})
@@ -52,10 +39,10 @@ if(hipblaslt_FOUND)
   target_compile_definitions(tinyfuse_hip_units PRIVATE TINYFUSE_WITH_HIPBLASLT)
   target_link_libraries(tinyfuse_hip_units PRIVATE roc::hipblaslt)
 endif()
-if(TINYFUSE_ROCWMMA_INCLUDE_DIR)
-  target_include_directories(tinyfuse_hip_units SYSTEM PRIVATE ${TINYFUSE_ROCWMMA_INCLUDE_DIR})
-endif()
 target_compile_options(tinyfuse_hip_units PRIVATE -Wall)
+# The library's otype table knows the build is for AMD: the seed's AMD otype names are accepted as
+# aliases, and the BLAS-Lt otypes say that hipBLASLt is missing when it is (core/otypes.cpp).
+target_compile_definitions(tinyfuse PRIVATE TINYFUSE_WITH_HIP $<$<BOOL:${hipblaslt_FOUND}>:TINYFUSE_WITH_HIPBLASLT>)
 # As --fmad=false in the CUDA build: the optimizers round as the CPU reference.
 set(_tf_no_fma ${TINYFUSE_GPU_UNITS_NO_FMA})
 list(FILTER _tf_no_fma INCLUDE REGEX ".")

@@ -102,7 +102,7 @@ void check_device_supports(DType t, const FusedShape& shape, const std::string& 
 #if defined(TINYFUSE_WITH_HIP)
   const std::string arch = current_gfx_arch();
   if (!gfx_has_matrix_cores(arch))
-    throw UnsupportedError(otype + " needs matrix cores with rocWMMA 16x16x16 products (" + kMatrixCoreTargets +
+    throw UnsupportedError(otype + " needs matrix cores with 16x16x16 WMMA / MFMA products (" + kMatrixCoreTargets +
                            "); this device is " + arch + ". PortableMLP runs here.");
   // The HIP kernels also keep per-wave activation rows in LDS; launch_config checks the total.
 #else

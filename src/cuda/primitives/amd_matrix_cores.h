@@ -1,4 +1,4 @@
-// Which AMD GPUs the HIP (rocWMMA) fused kernels run on, from the device's gfx name. HIP only.
+// Which AMD GPUs the HIP fused kernels (matrix-core builtins) run on, from the device's gfx name. HIP only.
 #pragma once
 
 #if defined(TINYFUSE_WITH_HIP)
@@ -18,7 +18,7 @@ inline std::string current_gfx_arch() {
   return name.substr(0, name.find(':'));
 }
 
-// Targets where rocWMMA has 16x16x16 FP16 / BF16 products with FP32 accumulators: MFMA on CDNA
+// Targets with 16x16x16 FP16 / BF16 matrix products with FP32 accumulators: MFMA on CDNA
 // (gfx908, gfx90a, gfx94x; wave64) and WMMA on RDNA3 / RDNA4 (gfx11xx, gfx12xx; wave32).
 // RDNA1 / RDNA2 (gfx10xx) have no matrix instructions.
 inline bool gfx_has_matrix_cores(const std::string& arch) {

@@ -5,7 +5,7 @@
 #pragma once
 
 #if defined(TINYFUSE_WITH_HIP)
-#error "ldmatrix.cuh is NVIDIA PTX; HIP builds use primitives/rocwmma.cuh"
+#error "ldmatrix.cuh is NVIDIA PTX; HIP builds use primitives/amd_matrix_ops.cuh"
 #endif
 
 #include <cstdint>

@@ -2,13 +2,14 @@
 // (namespace fused):
 //   CUDA: mma_sync.cuh and ldmatrix.cuh, inline PTX (mma.sync m16n8k16, ldmatrix),
 //         register-resident fragments whose accumulator layout is the next layer's A layout;
-//   HIP:  rocwmma.cuh, rocWMMA 16x16x16 fragments (WMMA on RDNA3/4 wave32, MFMA on CDNA wave64),
-//         opaque layouts, so layers exchange activations through shared memory (LDS).
+//   HIP:  amd_matrix_ops.cuh, the LLVM matrix-core builtins, 16x16x16 fragments (WMMA on RDNA3/4
+//         wave32, MFMA on CDNA wave64) in layouts known per target (amd_fragment_layout.h); the
+//         kernels exchange activations between layers through shared memory (LDS).
 // Each defines fused::kWarpSize for the target it compiles and states what it handles.
 #pragma once
 
 #if defined(TINYFUSE_WITH_HIP)
-#include "cuda/primitives/rocwmma.cuh"
+#include "cuda/primitives/amd_matrix_ops.cuh"
 #else
 #include "cuda/primitives/ldmatrix.cuh"
 #include "cuda/primitives/mma_sync.cuh"

@@ -15,12 +15,12 @@
 //
 // Why inline PTX rather than WMMA: WMMA's fragment layout is opaque, so keeping activations in
 // registers between layers (the property above) would need a round trip through shared memory
-// per layer. That round trip is what the HIP path does (rocwmma.cuh, rocWMMA); mma.cuh picks
+// per layer. The HIP path (amd_matrix_ops.cuh) keeps its rows in LDS between layers; mma.cuh picks
 // this file or that one by vendor. The CUDA kernels assume 32 lanes and the layouts stated here.
 #pragma once
 
 #if defined(TINYFUSE_WITH_HIP)
-#error "mma_sync.cuh is NVIDIA PTX; HIP builds use rocwmma.cuh (through mma.cuh)"
+#error "mma_sync.cuh is NVIDIA PTX; HIP builds use amd_matrix_ops.cuh (through mma.cuh)"
 #endif
 
 #include <cstdint>

@@ -16,7 +16,7 @@
 #include "cuda/common.cuh"
 #if defined(TINYFUSE_WITH_HIP)
 #include "cuda/primitives/amd_matrix_cores.h"
-#include "cuda/width64/width64_kernel_hip.cuh"  // rocWMMA; activations through LDS between layers
+#include "cuda/width64/width64_kernel_hip.cuh"  // matrix-core builtins; activations through LDS between layers
 #else
 #include "cuda/width64/width64_kernel.cuh"  // mma.sync; activations in registers
 #endif
@@ -156,7 +156,7 @@ class Width64FusedMlp final : public MlpBase {
     const std::string device_name = "GPU " + std::to_string(device_) + " (" + arch + ")";
     if (!gfx_has_matrix_cores(arch))
       throw ConfigError("network.otype", "\"Width64FusedMLP\"",
-                        std::string("Width64FusedMLP needs matrix cores with rocWMMA 16x16x16 products (") +
+                        std::string("Width64FusedMLP needs matrix cores with 16x16x16 WMMA / MFMA products (") +
                             kMatrixCoreTargets + "); " + device_name + " has none",
                         "PortableMLP");
 #else

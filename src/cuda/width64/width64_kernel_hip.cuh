@@ -1,4 +1,4 @@
-// The Width64FusedMLP kernel on AMD GPUs (rocWMMA): y = W2 relu(W1 relu(W0 x + b0) + b1) + b2
+// The Width64FusedMLP kernel on AMD GPUs (matrix-core builtins, primitives/amd_matrix_ops.cuh): y = W2 relu(W1 relu(W0 x + b0) + b1) + b2
 // for FP16 rows of 64. Included by width64_fused_mlp.cu in HIP builds, in place of
 // width64_kernel.cuh (PTX).
 //
@@ -6,10 +6,11 @@
 // 16 MT consecutive rows, tile = wave's global index + i * (all waves); the parameters (FP16
 // weights, FP32 biases) are loaded once per block into LDS; rows past the batch are zero-filled
 // on load and never stored. What differs:
-//  - rocWMMA's fragments are opaque, so the activations go through the wave's LDS rows between
-//    layers (the CUDA kernel keeps them in registers: its m16n8k16 accumulators are the next
-//    layer's A fragments). Each layer computes all 64 output columns of the wave's rows from
-//    those rows, then writes them back over them (wmma_layers_hip.cuh);
+//  - an AMD accumulator's layout is not the next product's A layout, so the activations go
+//    through the wave's LDS rows between layers (the CUDA kernel keeps them in registers: its
+//    m16n8k16 accumulators are the next layer's A fragments). Each layer computes all 64 output
+//    columns of the wave's rows from those rows, then its epilogue writes them back over them
+//    from the accumulator registers (wmma_layers_hip.cuh);
 //  - the bias is added to the FP32 accumulator in the epilogue, after the products (CUDA starts
 //    the accumulators at it): the same operations, another FP32 summation order;
 //  - plain loads into LDS, no cp.async double buffering of the next tile (the first AMD
@@ -28,7 +29,6 @@ namespace tinyfuse::cuda::width64 {
 using fused::FragAcc;
 using fused::kFrag;
 using fused::kMaxWarpSize;
-using fused::kScratchBytes;
 using fused::kWarpSize;
 
 constexpr int kWidth = 64;
@@ -63,8 +63,8 @@ __device__ __forceinline__ void load_parameters(const __half* params, __half* w_
 // One layer on the wave's 16 MT rows in LDS: rows = act(rows W^T + b), rounded to FP16, in place;
 // the last layer (out != nullptr) writes its rows inside the batch to `out` instead.
 template <int MT, bool Relu>
-__device__ __forceinline__ void layer(__half* rows, const __half* w, const float* bias, float* scratch, int lane,
-                                      __half* out, int64_t ld_out, int64_t row0, int64_t batch) {
+__device__ __forceinline__ void layer(__half* rows, const __half* w, const float* bias, __half* out, int64_t ld_out,
+                                      int64_t row0, int64_t batch) {
   FragAcc acc[MT][kNB];
   fused::zero(acc);
   fused::product<__half, MT, kNB>(acc, rows, kLd, w, kLd, kWidth);
@@ -73,7 +73,7 @@ __device__ __forceinline__ void layer(__half* rows, const __half* w, const float
   for (int m = 0; m < MT; ++m)
 #pragma unroll
     for (int n = 0; n < kNB; ++n)
-      fused::for_each_element(acc[m][n], scratch, lane, [&](int r, int c, float v) {
+      fused::for_each_element(acc[m][n], [&](int r, int c, float v) {
         const int rr = m * kFrag + r, col = n * kFrag + c;
         const float z = __half2float(__float2half_rn(v + bias[col]));
         // ReLU after rounding equals ReLU before (rounding keeps the sign); NaN becomes 0 as on CPU.
@@ -85,6 +85,7 @@ __device__ __forceinline__ void layer(__half* rows, const __half* w, const float
           rows[rr * kLd + col] = y;
         }
       });
+  fused::wave_sync();  // the rows are complete before the next layer reads them
 }
 
 template <int MT, bool VecIO>
@@ -98,7 +99,6 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kMaxWarpSize)
   const int warp = fused::wave_index(), lane = fused::wave_lane();
   unsigned char* wave_lds = smem + kWeightBytes + kBiasBytes + warp * kWaveBytes<MT>;
   __half* rows = reinterpret_cast<__half*>(wave_lds);
-  float* scratch = reinterpret_cast<float*>(wave_lds + kWaveBytes<MT> - kScratchBytes);
 
   const int64_t rows_per_tile = kRowsPerTile<MT>;
   const int64_t n_tiles = (batch + rows_per_tile - 1) / rows_per_tile;
@@ -115,10 +115,10 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kMaxWarpSize)
     else
       fused::load_rows(rows, kLd, in, ld_in, row0, kRowsPerTile<MT>, kWidth, batch, lane);
     fused::wave_sync();
-    layer<MT, true>(rows, w_lds, b_lds, scratch, lane, nullptr, 0, row0, batch);
-    layer<MT, true>(rows, w_lds + kWidth * kLd, b_lds + kWidth, scratch, lane, nullptr, 0, row0, batch);
-    layer<MT, false>(rows, w_lds + 2 * kWidth * kLd, b_lds + 2 * kWidth, scratch, lane, out, ld_out, row0, batch);
-    fused::wave_sync();  // the last layer's A loads are done before the next tile's rows arrive
+    layer<MT, true>(rows, w_lds, b_lds, nullptr, 0, row0, batch);
+    layer<MT, true>(rows, w_lds + kWidth * kLd, b_lds + kWidth, nullptr, 0, row0, batch);
+    // The last layer ends with a wave_sync: its A loads are done before the next tile's rows arrive.
+    layer<MT, false>(rows, w_lds + 2 * kWidth * kLd, b_lds + 2 * kWidth, out, ld_out, row0, batch);
   }
 }
 

@@ -8,7 +8,7 @@
 // (ldmatrix .trans) from the forward layout.
 // The planner (plan.cu) prefers the pipelined backward where it applies
 // (pipelined/backward_kernel.cuh; same values, bit for bit).
-// HIP builds compile backward_hip.cuh's kernel (rocWMMA, dZ through LDS) in place of this file's
+// HIP builds compile backward_hip.cuh's kernel (AMD matrix-core builtins, dZ through LDS) in place of this file's
 // (mma.sync, dZ in registers); the host side below is shared.
 #include "cuda/fused/kernel_common.cuh"
 #include "cuda/fused/plan.h"

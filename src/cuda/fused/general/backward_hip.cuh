@@ -1,17 +1,18 @@
-// FullyFusedMLP's backward kernel on AMD GPUs (rocWMMA), included by backward.cu in HIP builds.
+// FullyFusedMLP's backward kernel on AMD GPUs (matrix-core builtins: primitives/amd_matrix_ops.cuh),
+// included by backward.cu in HIP builds.
 //
 // The structure of the CUDA kernel (backward.cu): blocks of kWarpsPerBlock waves loop over tiles
 // of kBlockRows batch rows; each wave owns Tiling<WIDTH>::kRows rows from dL/doutput back to
 // dL/dinput; weights resident in LDS or staged one layer at a time (kernel_common.cuh, the
 // forward's layout); every value rounded where launch.h says (dY of a hidden layer = round(FP32
 // product), dZ = round(dY * act'), dL/dinput = round(FP32 product)). What differs, as in the
-// forward (forward_hip.cuh): rocWMMA's fragments are opaque, so dZ does not stay in registers as
-// the next product's A operand. Each wave keeps its rows' dZ in an LDS buffer instead: the output
-// layer's dZ is built there 16 columns at a time, a hidden layer's dY accumulators go through the
-// FP32 scratch block to the epilogue, which writes dZ over the buffer (last read by the product
+// forward (forward_hip.cuh): an AMD accumulator's layout is not the next product's A layout, so dZ
+// does not stay in registers as the next product's A operand. Each wave keeps its rows' dZ in an
+// LDS buffer instead: the output layer's dZ is built there 16 columns at a time; a hidden layer's
+// epilogue writes dZ from the dY accumulators' registers over the buffer (last read by the product
 // that made those accumulators). The weights are the B operand as stored (k = the layer's output
 // rows): product_untransposed. LDS per block: the weights, then per wave kRows dZ rows (WIDTH +
-// kSmemPad wide) and the 16 x 16 FP32 scratch block.
+// kSmemPad wide).
 #pragma once
 
 #include "cuda/fused/kernel_common.cuh"
@@ -42,7 +43,6 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kMaxWarpSize)
   const size_t wave_bytes = wave_lds_bytes(Tl::kRows, ld, sizeof(T));
   unsigned char* wave_lds = reinterpret_cast<unsigned char*>(smem_raw) + weight_lds_bytes + warp * wave_bytes;
   T* dz_rows = reinterpret_cast<T*>(wave_lds);
-  float* scratch = reinterpret_cast<float*>(wave_lds + wave_bytes - kScratchBytes);
   T* dz_base = static_cast<T*>(args.dz);
   const T* dout = static_cast<const T*>(args.dL_doutput);
   const T* out_z = static_cast<const T*>(args.out_z);
@@ -89,7 +89,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kMaxWarpSize)
       for (int m = 0; m < MT; ++m)
 #pragma unroll
         for (int n = 0; n < NB; ++n)
-          for_each_element(acc[m][n], scratch, lane, [&](int r, int c, float v) {
+          for_each_element(acc[m][n], [&](int r, int c, float v) {
             const int rr = m * kFrag + r, col = n * kFrag + c;
             const int64_t row = row0 + rr;
             float d = round_to<T>(v);  // dY; zero past the batch (its dZ rows are zeros)
@@ -98,7 +98,8 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kMaxWarpSize)
             const T dz = from_float<T>(d);
             dz_rows[rr * ld + col] = dz;
             if (dz_l && row < batch) dz_l[row * WIDTH + col] = dz;
-          });  // for_each_element ends with a wave_sync: the dZ rows are complete for the product
+          });
+      wave_sync();  // the dZ rows are complete before the product reads them
       if (!s.resident) stage_one_layer<WIDTH>(smem, weights, s, l);
       const T* w = smem + layer_smem_offset(WIDTH, s, l);
       if (l > 0) {
@@ -115,7 +116,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kMaxWarpSize)
           product_untransposed<T, MT, 1>(o, dz_rows, ld, w + c0, in_stride, WIDTH);
 #pragma unroll
           for (int m = 0; m < MT; ++m)
-            for_each_element(o[m][0], scratch, lane, [&](int r, int c, float v) {
+            for_each_element(o[m][0], [&](int r, int c, float v) {
               const int64_t row = row0 + m * kFrag + r;
               if (row < batch) din[row * args.ld_din + c0 + c] = from_float<T>(v);
             });

@@ -1,15 +1,16 @@
-// FullyFusedMLP's forward kernel on AMD GPUs (rocWMMA), included by forward.cu in HIP builds.
+// FullyFusedMLP's forward kernel on AMD GPUs (matrix-core builtins: primitives/amd_matrix_ops.cuh),
+// included by forward.cu in HIP builds.
 //
 // The structure of the CUDA kernel (forward.cu): blocks of kWarpsPerBlock waves loop over tiles of
 // kBlockRows batch rows; each wave owns Tiling<WIDTH>::kRows rows for the whole depth; weights
 // are resident in LDS or staged one layer at a time (kernel_common.cuh, same layout and pad);
-// every value is rounded where launch.h says. What differs: rocWMMA's fragments are opaque, so a
-// layer's output does not stay in registers as the next layer's A operand (the CUDA kernel's
-// m16n8k16 accumulator -> A reuse). Each wave keeps its rows' activations in an LDS buffer
-// instead: the input is copied there (zeros past the batch), a layer's accumulators for all of
-// its output columns are computed from it, then written back over it through the epilogue
-// (wmma_layers_hip.cuh). LDS per block: the weights (as on CUDA), then per wave the activation
-// rows (max(in_width, WIDTH) + kSmemPad wide) and a 16 x 16 FP32 scratch block.
+// every value is rounded where launch.h says. What differs: an AMD accumulator's layout is not the
+// next product's A layout, so a layer's output does not stay in registers as the next layer's A
+// operand (the CUDA kernel's m16n8k16 accumulator -> A reuse). Each wave keeps its rows'
+// activations in an LDS buffer instead: the input is copied there (zeros past the batch), a
+// layer's accumulators for all of its output columns are computed from it, then the epilogue
+// writes them back over it from the registers (wmma_layers_hip.cuh). LDS per block: the weights
+// (as on CUDA), then per wave the activation rows (max(in_width, WIDTH) + kSmemPad wide).
 #pragma once
 
 #include "cuda/fused/kernel_common.cuh"
@@ -27,15 +28,14 @@ size_t hip_forward_wave_bytes(int in_width, size_t elem_bytes) {
 // A hidden layer's accumulators -> z = round(acc), y = round(act(z)); y over the wave's
 // activation rows (the layer's input, no longer read), y and z to global memory when asked.
 template <typename T, int MT, int NB>
-__device__ __forceinline__ void hip_hidden_epilogue(FragAcc (&acc)[MT][NB], T* act_rows, int ld_act, float* scratch,
-                                                    int lane, Activation act, int64_t row0, int64_t batch, void* y_out,
-                                                    void* z_out) {
+__device__ __forceinline__ void hip_hidden_epilogue(FragAcc (&acc)[MT][NB], T* act_rows, int ld_act, Activation act,
+                                                    int64_t row0, int64_t batch, void* y_out, void* z_out) {
   constexpr int width = NB * kFrag;
 #pragma unroll
   for (int m = 0; m < MT; ++m)
 #pragma unroll
     for (int n = 0; n < NB; ++n)
-      for_each_element(acc[m][n], scratch, lane, [&](int r, int c, float v) {
+      for_each_element(acc[m][n], [&](int r, int c, float v) {
         const float z = round_to<T>(v);
         const T y = from_float<T>(activate(act, z));
         const int rr = m * kFrag + r, col = n * kFrag + c;
@@ -46,6 +46,7 @@ __device__ __forceinline__ void hip_hidden_epilogue(FragAcc (&acc)[MT][NB], T* a
           if (z_out) static_cast<T*>(z_out)[row * width + col] = from_float<T>(z);
         }
       });
+  wave_sync();  // the rows are complete before the next product reads them
 }
 
 template <typename T, int WIDTH>
@@ -62,7 +63,6 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kMaxWarpSize)
   const size_t wave_bytes = wave_lds_bytes(Tl::kRows, ld_act, sizeof(T));
   unsigned char* wave_lds = reinterpret_cast<unsigned char*>(smem_raw) + weight_lds_bytes + warp * wave_bytes;
   T* act_rows = reinterpret_cast<T*>(wave_lds);
-  float* scratch = reinterpret_cast<float*>(wave_lds + wave_bytes - kScratchBytes);
   if (s.resident) stage_all_layers<WIDTH>(smem, weights, s);
 
   for (int64_t tile = blockIdx.x; tile < n_tiles; tile += gridDim.x) {
@@ -82,7 +82,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kMaxWarpSize)
       const int in = layer_in(WIDTH, s, l);
       product<T, MT, NB>(acc, act_rows, ld_act, smem + layer_smem_offset(WIDTH, s, l), in + kSmemPad, in);
       wave_sync();  // every lane's A loads are done before the rows are overwritten
-      hip_hidden_epilogue<T, MT, NB>(acc, act_rows, ld_act, scratch, lane, s.act, row0, batch, kept(args.hidden_y, l),
+      hip_hidden_epilogue<T, MT, NB>(acc, act_rows, ld_act, s.act, row0, batch, kept(args.hidden_y, l),
                                      kept(args.hidden_z, l));
     }
 
@@ -95,7 +95,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kMaxWarpSize)
       product<T, MT, 1>(o, act_rows, ld_act, w + c0 * stride, stride, WIDTH);
 #pragma unroll
       for (int m = 0; m < MT; ++m)
-        for_each_element(o[m][0], scratch, lane, [&](int r, int c, float v) {
+        for_each_element(o[m][0], [&](int r, int c, float v) {
           const float z = round_to<T>(v);
           const int64_t row = row0 + m * kFrag + r;
           const int col = c0 + c;

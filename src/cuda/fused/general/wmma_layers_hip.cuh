@@ -1,28 +1,25 @@
-// Per-wave building blocks of the HIP (rocWMMA) fused kernels, shared by FullyFusedMLP's forward
+// Per-wave building blocks of the HIP fused kernels, shared by FullyFusedMLP's forward
 // and backward kernels (forward_hip.cuh, backward_hip.cuh) and Width64FusedMLP's
 // (width64/width64_kernel_hip.cuh):
 //  - load_rows: a wave's batch rows from global memory into its LDS activation buffer, zeros past
 //    the batch (so products never read outside the batch);
 //  - product: accumulators of (rows x k activations in LDS) x (k x 16 n weights in LDS), the
 //    weights transposed (forward) or as stored (product_untransposed, backward);
-//  - for_each_element: an accumulator block through the wave's FP32 scratch to an element-wise
-//    epilogue, since rocWMMA's accumulator layout is opaque (primitives/rocwmma.cuh says why).
+//  - for_each_element (primitives/amd_matrix_ops.cuh): an accumulator block to an element-wise
+//    epilogue, in the registers of the lanes that hold it.
 // Everything is per wave: the caller's wave_sync() calls order the LDS traffic between steps.
 #pragma once
 
 #include <cstdint>
 
-#include "cuda/primitives/rocwmma.cuh"
+#include "cuda/primitives/amd_matrix_ops.cuh"
 
 namespace tinyfuse::cuda::fused {
 
-constexpr int kScratchFloats = kFrag * kFrag;  // one accumulator block per wave
-constexpr size_t kScratchBytes = kScratchFloats * sizeof(float);
-
-// Bytes of one wave's LDS: `rows` activation rows of ld_elems elements (a row stride), then the
-// FP32 scratch block; both 16-byte aligned.
+// Bytes of one wave's LDS: `rows` activation rows of ld_elems elements (a row stride), rounded
+// up to 16 so the next wave's rows start 16-byte aligned.
 __host__ __device__ constexpr size_t wave_lds_bytes(int rows, int ld_elems, size_t elem_bytes) {
-  return (static_cast<size_t>(rows) * ld_elems * elem_bytes + 15) / 16 * 16 + kScratchBytes;
+  return (static_cast<size_t>(rows) * ld_elems * elem_bytes + 15) / 16 * 16;
 }
 
 // Rows [row0, row0 + rows) x [0, cols) of a row-major global matrix (row stride ld_src) into LDS
@@ -58,6 +55,9 @@ __device__ __forceinline__ void load_rows_16(T* dst, int ld_dst, const T* src, i
 // row stride ldw). k is a multiple of 16.
 template <typename T, int MT, int NB>
 __device__ __forceinline__ void product(FragAcc (&acc)[MT][NB], const T* x, int ldx, const T* w, int ldw, int k) {
+  // Rolled: unrolled, the compiler issues several k-steps' operand loads at once and the wider
+  // kernels spill on RDNA's 256 VGPRs a lane (tools/audit/amd measures it).
+#pragma unroll 1
   for (int k0 = 0; k0 < k; k0 += kFrag) {
     FragA<T> a[MT];
 #pragma unroll
@@ -79,6 +79,9 @@ __device__ __forceinline__ void product(FragAcc (&acc)[MT][NB], const T* x, int 
 template <typename T, int MT, int NB>
 __device__ __forceinline__ void product_untransposed(FragAcc (&acc)[MT][NB], const T* x, int ldx, const T* w, int ldw,
                                                      int k) {
+  // Rolled: unrolled, the compiler issues several k-steps' operand loads at once and the wider
+  // kernels spill on RDNA's 256 VGPRs a lane (tools/audit/amd measures it).
+#pragma unroll 1
   for (int k0 = 0; k0 < k; k0 += kFrag) {
     FragA<T> a[MT];
 #pragma unroll
@@ -99,16 +102,6 @@ __device__ __forceinline__ void zero(FragAcc (&acc)[MT][NB]) {
   for (int m = 0; m < MT; ++m)
 #pragma unroll
     for (int n = 0; n < NB; ++n) zero(acc[m][n]);
-}
-
-// f(r, c, v) for every element v = block[r][c] of an accumulator block, each element once, by the
-// lanes of the wave; through `scratch` (this wave's kScratchFloats floats).
-template <typename F>
-__device__ __forceinline__ void for_each_element(const FragAcc& acc, float* scratch, int lane, F&& f) {
-  store_acc(scratch, acc, kFrag);
-  wave_sync();
-  for (int i = lane; i < kScratchFloats; i += kWarpSize) f(i / kFrag, i % kFrag, scratch[i]);
-  wave_sync();  // read out before the next block is stored
 }
 
 }  // namespace tinyfuse::cuda::fused

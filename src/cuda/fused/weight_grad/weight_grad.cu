@@ -15,7 +15,7 @@
 //   A (m = out, k = batch row) = dZ^T: stored rows are k, 8 consecutive m per 16 bytes;
 //   B (k = batch row, n = in)  = X:    stored rows are k, 8 consecutive n per 16 bytes.
 //
-// HIP builds compile a plain FP32 partial kernel instead (below; no rocWMMA, so it compiles with
+// HIP builds compile a plain FP32 partial kernel instead (below; no matrix cores, so it compiles with
 // Debian's HIP): the same blocks, chunks, partial layout and reduction, hence the same
 // determinism. Everything but the partial kernel and its block size is shared.
 #include <algorithm>
@@ -218,10 +218,10 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize)
 
 #else  // TINYFUSE_WITH_HIP
 
-// The HIP partial kernel: plain FP32 arithmetic, no matrix cores. Why not rocWMMA: simpler, and
-// it then compiles (and is checked here) without rocWMMA, which Debian 12 does not package. It is
-// slower than a matrix-core kernel would be; a rocWMMA version is for after a measurement on AMD
-// hardware says the weight gradient's share of a training step matters.
+// The HIP partial kernel: plain FP32 arithmetic, no matrix cores (simpler; written before the
+// matrix-core builtins path of primitives/amd_matrix_ops.cuh). It is slower than a matrix-core
+// kernel would be; one on those builtins is for after a measurement on AMD hardware says the
+// weight gradient's share of a training step matters.
 // Each of the block's kPartialThreads threads owns a 4 x 4 piece of the 64 x 64 dW tile and adds
 // dz[k][m] * x[k][n] over the chunk's rows in batch order. The product of two FP16 (or BF16)
 // values is exact in FP32, so every step is one FP32 rounding whether or not the compiler
