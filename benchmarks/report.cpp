@@ -245,6 +245,11 @@ void print_report(std::ostream& os, const Report& r) {
     else
       os << "failed: " << p.error << '\n';
   }
+  if (r.torch) {
+    const TorchRun& t = *r.torch;
+    os << "  pytorch  " << (t.torch_version.empty() ? "?" : t.torch_version) << " (" << t.source
+       << (t.date.empty() ? "" : ", " + t.date) << "): eager and torch.compile of the same MLP, and tinyfuse / PyTorch\n";
+  }
   os << '\n';
 
   const bool widths = r.widths.size() > 1;
@@ -254,6 +259,10 @@ void print_report(std::ostream& os, const Report& r) {
   if (widths) {
     head.insert(head.begin() + 2, "width");
     right.insert(right.begin() + 2, true);
+  }
+  if (r.torch) {
+    head.insert(head.end(), {"torch eager", "torch compile", "x eager", "x compile"});
+    right.insert(right.end(), {true, true, true, true});
   }
   std::vector<std::vector<std::string>> rows;
   for (const CaseResult& c : r.results) {
@@ -268,6 +277,15 @@ void print_report(std::ostream& os, const Report& r) {
       row.insert(row.end(), {"failed", "-", "-", "-"});
       errors.push_back(c.network + (widths ? " width " + std::to_string(c.width) : std::string()) + " " +
                        to_string(c.mode) + " batch " + std::to_string(c.batch) + ": " + c.error);
+    }
+    if (r.torch) {
+      std::vector<std::string> figs, ratios;
+      for (const TorchComparison& t : compare_with_torch(c, *r.torch)) {
+        figs.push_back(!t.figure ? "n/a" : t.figure->samples_per_s ? si(*t.figure->samples_per_s) : "failed");
+        ratios.push_back(t.ratio ? ratio(*t.ratio) : "-");
+      }
+      row.insert(row.end(), figs.begin(), figs.end());
+      row.insert(row.end(), ratios.begin(), ratios.end());
     }
     rows.push_back(std::move(row));
   }
@@ -466,7 +484,7 @@ ojson to_json(const Report& r) {
     } else {
       rj["error"] = c.error;
     }
-    if (gpu && r.torch) rj["torch"] = torch_json(c, *r.torch);
+    if (r.torch) rj["torch"] = torch_json(c, *r.torch);
     results.push_back(std::move(rj));
   }
   j["results"] = std::move(results);
