@@ -53,7 +53,8 @@ const char* kUsage =
     "  --quick           cpu: --warmup 1 --repeats 3; cuda: --warmup 3 --repeats 10 (explicit values win)\n"
     "  --ceilings FILE   cuda: torch_mlp.py's JSON; its copy bandwidth and matmul rates (fp16 for 16-bit\n"
     "                    networks, fp32 for FP32 ones) give the % of memory / compute limit columns\n"
-    "  --compare FILE    cuda: torch_mlp.py's JSON; adds PyTorch eager / compile samples/s of the same width,\n"
+    "  --compare FILE    torch_mlp.py's JSON (cpu: torch_mlp.py --device cpu); adds PyTorch eager / compile\n"
+    "                    samples/s of the same width,\n"
     "                    batch, mode and precision, and the ratio tinyfuse / PyTorch\n"
     "  --queue-runs      cuda: queue the timed runs back to back instead of waiting for each one\n"
     "                    (each still has its own event pair)\n"
@@ -242,7 +243,6 @@ Options parse_args(int argc, char** argv) {
     throw UsageError{"--workload-compare and --workload-dir go with --workloads"};
   if (o.device == "cpu") {
     if (!o.ceilings.empty()) throw UsageError{"--ceilings is for --device cuda (the CPU run measures its own sgemm peak)"};
-    if (!o.compare.empty()) throw UsageError{"--compare is for --device cuda (the PyTorch figures are GPU figures)"};
     if (o.queue_runs) throw UsageError{"--queue-runs is for --device cuda"};
     if (!o.grid_compare.empty()) throw UsageError{"--grid-compare is for --device cuda"};
     if (!o.fused_kernels_left_out.empty()) throw UsageError{"--fused-kernels is for --device cuda"};

@@ -97,6 +97,17 @@ double copy_samples_per_second(const CaseResult& c) { return static_cast<double>
 std::string percent(double v) { return fixed(v, v < 10 ? 1 : 0) + " %"; }
 std::string ratio(double v) { return fixed(v, 2) + "x"; }
 
+// PyTorch's eager and compile samples/s of the row's case, then tinyfuse's ratio to each.
+void add_torch_cells(std::vector<std::string>& row, const CaseResult& c, const TorchRun& torch) {
+  std::vector<std::string> figs, ratios;
+  for (const TorchComparison& t : compare_with_torch(c, torch)) {
+    figs.push_back(!t.figure ? "n/a" : t.figure->samples_per_s ? si(*t.figure->samples_per_s) : "failed");
+    ratios.push_back(t.ratio ? ratio(*t.ratio) : "-");
+  }
+  row.insert(row.end(), figs.begin(), figs.end());
+  row.insert(row.end(), ratios.begin(), ratios.end());
+}
+
 void print_gpu_header(std::ostream& os, const Report& r) {
   if (r.gpu) {
     const GpuInfo& g = *r.gpu;
@@ -192,16 +203,7 @@ void print_gpu_table(std::ostream& os, const Report& r, std::vector<std::string>
       else
         row.insert(row.end(), {"-", "-", "-"});
     }
-    if (r.torch) {
-      const auto cmp = compare_with_torch(c, *r.torch);
-      std::vector<std::string> figs, ratios;
-      for (const TorchComparison& t : cmp) {
-        figs.push_back(!t.figure ? "n/a" : t.figure->samples_per_s ? si(*t.figure->samples_per_s) : "failed");
-        ratios.push_back(t.ratio ? ratio(*t.ratio) : "-");
-      }
-      row.insert(row.end(), figs.begin(), figs.end());
-      row.insert(row.end(), ratios.begin(), ratios.end());
-    }
+    if (r.torch) add_torch_cells(row, c, *r.torch);
     rows.push_back(std::move(row));
   }
   print_table(os, head, right, rows);
@@ -245,6 +247,11 @@ void print_report(std::ostream& os, const Report& r) {
     else
       os << "failed: " << p.error << '\n';
   }
+  if (r.torch) {
+    const TorchRun& t = *r.torch;
+    os << "  pytorch  " << (t.torch_version.empty() ? "?" : t.torch_version) << " (" << t.source
+       << (t.date.empty() ? "" : ", " + t.date) << "): eager and torch.compile of the same MLP, and tinyfuse / PyTorch\n";
+  }
   os << '\n';
 
   const bool widths = r.widths.size() > 1;
@@ -254,6 +261,10 @@ void print_report(std::ostream& os, const Report& r) {
   if (widths) {
     head.insert(head.begin() + 2, "width");
     right.insert(right.begin() + 2, true);
+  }
+  if (r.torch) {
+    head.insert(head.end(), {"torch eager", "torch compile", "x eager", "x compile"});
+    right.insert(right.end(), {true, true, true, true});
   }
   std::vector<std::vector<std::string>> rows;
   for (const CaseResult& c : r.results) {
@@ -269,6 +280,7 @@ void print_report(std::ostream& os, const Report& r) {
       errors.push_back(c.network + (widths ? " width " + std::to_string(c.width) : std::string()) + " " +
                        to_string(c.mode) + " batch " + std::to_string(c.batch) + ": " + c.error);
     }
+    if (r.torch) add_torch_cells(row, c, *r.torch);
     rows.push_back(std::move(row));
   }
   print_table(os, head, right, rows);
@@ -466,7 +478,7 @@ ojson to_json(const Report& r) {
     } else {
       rj["error"] = c.error;
     }
-    if (gpu && r.torch) rj["torch"] = torch_json(c, *r.torch);
+    if (r.torch) rj["torch"] = torch_json(c, *r.torch);
     results.push_back(std::move(rj));
   }
   j["results"] = std::move(results);

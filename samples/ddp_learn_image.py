@@ -110,7 +110,7 @@ def run(rank, world, device, a):
     # DDP broadcasts rank 0's parameters into every rank's `params` in place; tinyfuse's native
     # objects read the parameters from that tensor on each call, so they follow.
     ddp = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
-    optimizer = job.make_optimizer(ddp.parameters(), config)
+    optimizer = job.make_optimizer(ddp, config)
     target_dev = target.to(device)
     gen = torch.Generator(device=device).manual_seed(a.seed)
     share = a.batch // world

@@ -2,8 +2,8 @@
 """learn-image in PyTorch: the CLI's main job (`tinyfuse learn-image`) through tinyfuse.tcnn.
 
 Fits a network to a picture (pixel position in [0, 1]^2 -> RGB) with the CLI's default config
-(hash grid + 64-wide MLP, L2 loss, Adam), on the CLI's built-in 256x256 test pattern or an
---image (PNG/JPEG, needs Pillow). Each step trains on a batch of uniform random positions with
+(hash grid + 64-wide MLP, L2 loss, tiny-cuda-nn's Adam: TcnnAdam below), on the CLI's built-in
+256x256 test pattern or an --image (PNG/JPEG, needs Pillow). Each step trains on a batch of uniform random positions with
 bilinearly interpolated target colours. Writes OUT/reconstruction.png, OUT/target.png,
 OUT/loss.png, OUT/log.json and OUT/checkpoint.pt (model and optimizer state dicts).
 
@@ -119,12 +119,66 @@ def make_model(config, seed):
     return tcnn.NetworkWithInputEncoding(2, 3, config["encoding"], config["network"], seed=seed)
 
 
-def make_optimizer(params, config):
-    """tiny-cuda-nn's Adam with its config's values; l2_reg as Adam's (coupled) weight decay."""
+class TcnnAdam(torch.optim.Optimizer):
+    """tiny-cuda-nn's Adam, the one the CLI trains with, on tinyfuse.tcnn modules' flat ``params``.
+
+    Where it differs from torch.optim.Adam (and changes what a hash grid learns):
+    - l2_reg acts on the MLP's weight matrices only (the module's "matrix" param_segments), not on
+      the hash-grid table or biases;
+    - a non-matrix entry whose gradient is zero (a grid entry no sample of the batch touched) is
+      skipped: its moments stay and it does not move; each entry keeps its own step counter, so its
+      bias correction follows the steps it was trained in;
+    - epsilon is added to sqrt(v) before the bias correction.
+    All arithmetic in float32, as the C++ optimizer (core/optimizers/adam.h).
+    """
+
+    def __init__(self, modules, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, l2_reg=1e-8):
+        modules = list(modules)
+        super().__init__([m.params for m in modules], dict(lr=lr, betas=betas, eps=eps, l2_reg=l2_reg))
+        self._segments = {id(m.params): m.param_segments() for m in modules}
+
+    def _init_state(self, p):
+        matrix = torch.zeros(p.numel(), dtype=torch.bool)
+        for offset, count, kind in self._segments[id(p)]:
+            if kind == "matrix":
+                matrix[offset:offset + count] = True
+        state = self.state[p]
+        state["matrix"] = matrix.to(p.device)
+        for key in ("exp_avg", "exp_avg_sq", "step"):
+            state[key] = torch.zeros_like(p, dtype=torch.float32)
+        return state
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None if closure is None else closure()
+        for group in self.param_groups:
+            lr, (beta1, beta2), eps, l2_reg = group["lr"], group["betas"], group["eps"], group["l2_reg"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p] or self._init_state(p)
+                matrix, m, v, t = state["matrix"], state["exp_avg"], state["exp_avg_sq"], state["step"]
+                w = p.float()
+                g = p.grad.float()
+                trained = matrix | (g != 0)
+                g = torch.where(matrix, g + l2_reg * w, g)
+                m.copy_(torch.where(trained, beta1 * m + (1 - beta1) * g, m))
+                v.copy_(torch.where(trained, beta2 * v + (1 - beta2) * (g * g), v))
+                t.add_(trained.float())
+                tc = t.clamp(min=1)
+                correction = torch.sqrt(1 - torch.pow(beta2, tc)) / (1 - torch.pow(beta1, tc))
+                update = lr * correction / (torch.sqrt(v) + eps) * m
+                p.copy_(torch.where(trained, w - update, w).to(p.dtype))
+        return loss
+
+
+def make_optimizer(model, config):
+    """tiny-cuda-nn's Adam with the config's values, on `model` (a tinyfuse.tcnn module, or a
+    DistributedDataParallel around one)."""
     opt_cfg = config.get("optimizer", {})
-    return torch.optim.Adam(params, lr=opt_cfg.get("learning_rate", 1e-3),
-                            betas=(opt_cfg.get("beta1", 0.9), opt_cfg.get("beta2", 0.999)),
-                            eps=opt_cfg.get("epsilon", 1e-8), weight_decay=opt_cfg.get("l2_reg", 1e-8))
+    return TcnnAdam([getattr(model, "module", model)], lr=opt_cfg.get("learning_rate", 1e-3),
+                    betas=(opt_cfg.get("beta1", 0.9), opt_cfg.get("beta2", 0.999)),
+                    eps=opt_cfg.get("epsilon", 1e-8), l2_reg=opt_cfg.get("l2_reg", 1e-8))
 
 
 def sample_batch(gen, target, batch):
@@ -152,7 +206,7 @@ def main(argv=None):
         save_png(target, paths["target"])
 
     model = make_model(config, a.seed).to(device)
-    optimizer = make_optimizer(model.parameters(), config)
+    optimizer = make_optimizer(model, config)
     target_dev = target.to(device)
     gen = torch.Generator(device=device).manual_seed(a.seed)
 

@@ -197,7 +197,7 @@ def main(argv=None):
     train_p, train_n = train_p.to(device), train_n.to(device)
 
     model = tcnn.NetworkWithInputEncoding(3, 1, config["encoding"], config["network"], seed=a.seed).to(device)
-    optimizer = make_optimizer(model.parameters(), config)
+    optimizer = make_optimizer(model, config)
     rng = torch.Generator(device=device).manual_seed(a.seed)
 
     def step(loss):

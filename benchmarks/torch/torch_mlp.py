@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch baselines for tinyfuse-bench on the GPU, and the hardware ceilings, in one run.
+"""PyTorch baselines for tinyfuse-bench on the GPU (or the CPU), and the hardware ceilings, in one run.
 
 Measures the same MLPs tinyfuse-bench measures (n -> n x2 -> n, ReLU, no output activation,
 biases as nn.Linear has them) for inference and a full training step (forward, L2 loss, backward,
@@ -10,8 +10,13 @@ of many runs, inputs rotated among several buffers so the L2 cache does not hold
 Ceilings measured in the same run: device copy bandwidth (bytes read + written) and the matmul
 rates of FP16 and FP32 (8192^3).
 
-Usage: torch_mlp.py [--widths 64,128] [--batches 14,...,22] [--modes inference,training]
-                   [--precisions fp32,fp16] [--queue-runs] [--out FILE.json] [--quick]
+With --device cpu: FP32 only, eager and torch.compile, each run timed with the wall clock, on
+--threads threads (default: torch's); the ceiling is the FP32 matmul rate (1024^3), as
+tinyfuse-bench --device cpu measures its sgemm peak. --no-bias drops nn.Linear's biases (tinyfuse's
+networks have none).
+
+Usage: torch_mlp.py [--device cuda|cpu] [--widths 64,128] [--batches 14,...,22] [--modes inference,training]
+                   [--precisions fp32,fp16] [--queue-runs] [--out FILE.json] [--quick] [--threads N] [--no-bias]
 """
 import argparse
 import datetime
@@ -20,8 +25,27 @@ import os
 import statistics
 import sys
 import tempfile
+import time
 
 import torch
+
+
+def wall_time(fn, warmup, repeats):
+    """Median, min and max wall-clock seconds of fn() on the CPU over `repeats` runs after `warmup`."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), min(times), max(times)
+
+
+def cpu_ceilings(warmup, repeats):
+    m, k = torch.randn(1024, 1024), torch.randn(1024, 1024)
+    med, _, _ = wall_time(lambda: m @ k, warmup, repeats)
+    return {"matmul_flops_per_s": {"fp32": 2 * 1024 ** 3 / med}}
 
 
 def event_time(fn, warmup, repeats, queue_runs=False):
@@ -63,18 +87,20 @@ def ceilings(warmup, repeats):
     return {"copy_bytes_per_s": copy_bw, "matmul_flops_per_s": rates}
 
 
-def make_mlp(width, dtype):
-    layers = [torch.nn.Linear(width, width), torch.nn.ReLU(), torch.nn.Linear(width, width), torch.nn.ReLU(),
-              torch.nn.Linear(width, width)]
-    return torch.nn.Sequential(*layers).cuda().to(dtype)
+def make_mlp(width, dtype, device="cuda", bias=True):
+    layers = [torch.nn.Linear(width, width, bias=bias), torch.nn.ReLU(), torch.nn.Linear(width, width, bias=bias),
+              torch.nn.ReLU(), torch.nn.Linear(width, width, bias=bias)]
+    return torch.nn.Sequential(*layers).to(device).to(dtype)
 
 
-def bench_case(width, batch, precision, mode, variant, warmup, repeats, queue_runs=False, n_inputs=4):
+def bench_case(width, batch, precision, mode, variant, warmup, repeats, queue_runs=False, n_inputs=4, device="cuda",
+               bias=True):
     torch.manual_seed(0)
     io_dtype = torch.float16 if precision == "fp16" else torch.float32
-    model = make_mlp(width, torch.float16 if (precision == "fp16" and mode == "inference") else torch.float32)
-    xs = [torch.randn(batch, width, device="cuda", dtype=io_dtype) for _ in range(n_inputs)]
-    ys = [torch.randn(batch, width, device="cuda", dtype=torch.float32) for _ in range(n_inputs)]
+    model = make_mlp(width, torch.float16 if (precision == "fp16" and mode == "inference") else torch.float32, device,
+                     bias)
+    xs = [torch.randn(batch, width, device=device, dtype=io_dtype) for _ in range(n_inputs)]
+    ys = [torch.randn(batch, width, device=device, dtype=torch.float32) for _ in range(n_inputs)]
     i = [0]
     if mode == "inference" and variant == "graph":
         # One CUDA graph per rotated input: launch overhead gone, the kernels are eager's.
@@ -106,10 +132,10 @@ def bench_case(width, batch, precision, mode, variant, warmup, repeats, queue_ru
             i[0] += 1
     else:
         opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-        scaler = torch.amp.GradScaler("cuda", enabled=precision == "fp16")
+        scaler = torch.amp.GradScaler(device, enabled=precision == "fp16")
 
         def step(x, y):
-            with torch.autocast("cuda", dtype=torch.float16, enabled=precision == "fp16"):
+            with torch.autocast(device, dtype=torch.float16, enabled=precision == "fp16"):
                 loss = ((model(x).float() - y) ** 2).mean()
             scaler.scale(loss).backward()
             scaler.step(opt)
@@ -121,39 +147,53 @@ def bench_case(width, batch, precision, mode, variant, warmup, repeats, queue_ru
         def run():
             f(xs[i[0] % n_inputs], ys[i[0] % n_inputs])
             i[0] += 1
-    med, lo, hi = event_time(run, warmup, repeats, queue_runs)
+    med, lo, hi = wall_time(run, warmup, repeats) if device == "cpu" else event_time(run, warmup, repeats, queue_runs)
     return {"median_s": med, "min_s": lo, "max_s": hi, "samples_per_s": batch / med}
 
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--widths", default="64,128")
-    p.add_argument("--batches", default="14,16,18,20,22")
+    p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    p.add_argument("--threads", type=int, help="cpu: torch.set_num_threads (default: torch's)")
+    p.add_argument("--no-bias", action="store_true", help="nn.Linear without biases, as tinyfuse's networks")
+    p.add_argument("--widths", help="default cuda 64,128; cpu 64")
+    p.add_argument("--batches", help="default cuda 14,16,18,20,22; cpu 14,16")
     p.add_argument("--out", default="torch-mlp.json")
     p.add_argument("--quick", action="store_true")
     p.add_argument("--no-compile", action="store_true")
     p.add_argument("--no-graph", action="store_true", help="skip the CUDA-graph inference variant")
     p.add_argument("--modes", default="inference,training")
-    p.add_argument("--precisions", default="fp32,fp16")
+    p.add_argument("--precisions", help="default cuda fp32,fp16; cpu fp32")
     p.add_argument("--queue-runs", action="store_true",
                    help="queue the timed runs back to back instead of waiting for each one")
     a = p.parse_args()
+    cpu = a.device == "cpu"
+    a.widths = a.widths or ("64" if cpu else "64,128")
+    a.batches = a.batches or ("14,16" if cpu else "14,16,18,20,22")
+    a.precisions = a.precisions or ("fp32" if cpu else "fp32,fp16")
+    if cpu and a.threads:
+        torch.set_num_threads(a.threads)
     for flag, given, known in (("--modes", a.modes, ("inference", "training")), ("--precisions", a.precisions, ("fp32", "fp16"))):
         unknown = [x for x in given.split(",") if x not in known]
         if unknown:
             p.error(f"{flag}: unknown {', '.join(unknown)} (known: {', '.join(known)})")
     torch.backends.cuda.matmul.allow_tf32 = False  # FP32 means FP32
     torch.backends.cudnn.allow_tf32 = False
-    warmup, repeats = (3, 10) if a.quick else (10, 50)
+    warmup, repeats = ((1, 3) if a.quick else (3, 10)) if cpu else ((3, 10) if a.quick else (10, 50))
     results = []
-    ceil = ceilings(warmup, repeats)
-    print(f"ceilings: copy {ceil['copy_bytes_per_s'] / 1e12:.2f} TB/s, fp16 matmul "
+    ceil = cpu_ceilings(warmup, repeats) if cpu else ceilings(warmup, repeats)
+    if cpu:
+        print(f"ceiling: fp32 matmul {ceil['matmul_flops_per_s']['fp32'] / 1e9:.1f} GFLOP/s on {torch.get_num_threads()} "
+              "threads", file=sys.stderr)
+    else:
+        print(f"ceilings: copy {ceil['copy_bytes_per_s'] / 1e12:.2f} TB/s, fp16 matmul "
           f"{ceil['matmul_flops_per_s']['fp16'] / 1e12:.0f} TFLOP/s, fp32 {ceil['matmul_flops_per_s']['fp32'] / 1e12:.1f}",
           file=sys.stderr)
     doc = {"tool": "torch_mlp.py", "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
-           "timing": "runs queued back to back" if a.queue_runs else "host waits for each run",
-           "torch": torch.__version__, "device": torch.cuda.get_device_name(), "ceilings": ceil, "results": results}
-    variants = ["eager"] + ([] if a.no_compile else ["compile"]) + ([] if a.no_graph else ["graph"])
+           "timing": "wall clock per run" if cpu else "runs queued back to back" if a.queue_runs else "host waits for each run",
+           "torch": torch.__version__, "device": "cpu" if cpu else torch.cuda.get_device_name(),
+           "threads": torch.get_num_threads() if cpu else None, "bias": not a.no_bias, "ceilings": ceil, "results": results}
+    variants = ["eager"] + ([] if a.no_compile else ["compile"]) + ([] if a.no_graph or cpu else ["graph"])
     for width in [int(w) for w in a.widths.split(",")]:
         for lb in [int(b) for b in a.batches.split(",")]:
             for mode in [m for m in ("inference", "training") if m in a.modes.split(",")]:
@@ -164,9 +204,12 @@ def main():
                         name = f"torch {variant} {precision} {mode} width {width} batch 2^{lb}"
                         print(name, file=sys.stderr, flush=True)
                         try:
-                            r = bench_case(width, 1 << lb, precision, mode, variant, warmup, repeats, a.queue_runs)
+                            r = bench_case(width, 1 << lb, precision, mode, variant, warmup, repeats, a.queue_runs,
+                                           device=a.device, bias=not a.no_bias)
                         except Exception as e:  # noqa: BLE001 - report and go on
                             r = {"error": str(e)[:300]}
+                        print(f"  {r.get('samples_per_s', 0) / 1e3:,.1f} k samples/s" if "error" not in r else r["error"],
+                              file=sys.stderr, flush=True)
                         r.update({"framework": "torch", "variant": variant,
                                   "precision": precision, "mode": mode, "width": width, "batch": 1 << lb})
                         results.append(r)

@@ -13,9 +13,10 @@ class Buffer {
   // Long-lived memory (parameters, optimizer state): usable from any stream.
   Buffer(Device device, size_t bytes);
   // Scratch memory for work queued on `stream` (forward contexts, temporaries): allocated and
-  // freed in stream order from the GPU's caching pool, so it costs no synchronisation. On the
-  // CPU it is ordinary memory. The stream must outlive the buffer (and so every Context that a
-  // forward() on that stream returned): the buffer is freed on it.
+  // freed in stream order from the GPU's caching pool, so it costs no synchronisation; on the
+  // CPU from a cache of host blocks kept for reuse (core/host_scratch.h), so that a step's
+  // scratch is not faulted in afresh every step. The stream must outlive the buffer (and so every
+  // Context that a forward() on that stream returned): the buffer is freed on it.
   static Buffer on_stream(Device device, size_t bytes, Stream stream);
   ~Buffer();
   Buffer(Buffer&& other) noexcept;
@@ -56,7 +57,7 @@ int gpu_count();
 
 // Gives the GPU memory that tinyfuse's stream-ordered pools keep for reuse (the scratch of earlier
 // calls) back to the driver, as tiny-cuda-nn's free_temporary_memory does with its arenas; memory
-// in use stays. Nothing to do without GPUs.
+// in use stays. The host scratch kept for reuse (Buffer::on_stream on the CPU) is freed too.
 void free_temporary_memory();
 
 }  // namespace tinyfuse

@@ -128,6 +128,19 @@ NB_MODULE(_native, m) {
       .def_prop_ro("hyperparams", [](const NativeObject& o) { return o.object().hyperparams().dump(); })
       .def_prop_ro("device", [](const NativeObject& o) { return to_string(o.object().device()); })
       .def_prop_ro("n_params", [](const NativeObject& o) { return o.object().n_params(); })
+      // (offset, count, kind) of each run of parameters, as the C++ optimizers see them: kind
+      // "matrix", "vector" or "grid" (Adam's l2_reg acts on the matrices only).
+      .def_prop_ro("param_segments",
+                   [](const NativeObject& o) {
+                     nb::list out;
+                     for (const ParamSegment& s : o.object().param_segments()) {
+                       const char* kind = s.kind == ParamSegment::Kind::Matrix   ? "matrix"
+                                          : s.kind == ParamSegment::Kind::Vector ? "vector"
+                                                                                 : "grid";
+                       out.append(nb::make_tuple(s.offset, s.count, kind));
+                     }
+                     return out;
+                   })
       .def_prop_ro("input_width", [](const NativeObject& o) { return o.object().input_width(); })
       .def_prop_ro("output_width", [](const NativeObject& o) { return o.object().output_width(); })
       .def_prop_ro("padded_output_width", [](const NativeObject& o) { return o.object().padded_output_width(); })
@@ -213,7 +226,8 @@ NB_MODULE(_native, m) {
           });
         });
   m.def("free_temporary_memory", &free_temporary_memory, nb::call_guard<nb::gil_scoped_release>(),
-        "gives the GPU memory tinyfuse's pools keep for reuse back to the driver (nothing to do without GPUs)");
+        "gives the GPU memory tinyfuse's pools keep for reuse back to the driver, and the host scratch kept "
+        "between calls back to the system");
 
   // learn-image's and learn-sdf's shared pieces (src/jobs), so that samples/learn_image.py and
   // samples/learn_sdf.py run the same jobs as the CLI: the default configs, the built-in target and

@@ -75,3 +75,57 @@ def test_learn_sdf_sample_reads_a_points_file(tmp_path):
     log = json.loads((out / "log.json").read_text())
     assert log["surface"]["training_points"] == 270 and log["surface"]["heldout_surface_points"] == 30
     assert log["heldout"]["surface_mae"] < 0.05
+
+
+def test_learn_image_sample_optimizer_is_tiny_cuda_nns_adam():
+    """The sample's TcnnAdam against tiny-cuda-nn's Adam written out per entry (the C++ optimizer's
+    semantics, tests/cpu/test_optimizers.cpp): l2_reg on the weight matrices only, untouched grid
+    entries skipped with their own step counters, epsilon before the bias correction."""
+    import math
+    import torch
+    import tinyfuse.tcnn as tcnn
+    spec = importlib.util.spec_from_file_location("learn_image", SAMPLE)
+    sample = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sample)
+    model = tcnn.NetworkWithInputEncoding(
+        2, 3, {"otype": "HashGrid", "n_levels": 2, "n_features_per_level": 2, "log2_hashmap_size": 8,
+               "base_resolution": 4, "per_level_scale": 2.0},
+        {"otype": "FullyFusedMLP", "activation": "ReLU", "output_activation": "None", "n_neurons": 16,
+         "n_hidden_layers": 1}, seed=5)
+    segments = model.param_segments()
+    assert sum(count for _, count, _ in segments) == model.params.numel()
+    assert {kind for _, _, kind in segments} == {"matrix", "grid"}
+    matrix = [False] * model.params.numel()
+    for offset, count, kind in segments:
+        for i in range(offset, offset + count):
+            matrix[i] = kind == "matrix"
+    lr, beta1, beta2, eps, l2 = 0.05, 0.9, 0.99, 1e-15, 0.1  # a large l2 so that misapplying it shows
+    opt = sample.TcnnAdam([model], lr=lr, betas=(beta1, beta2), eps=eps, l2_reg=l2)
+    n = model.params.numel()
+    w = model.params.detach().double().tolist()
+    m, v, t = [0.0] * n, [0.0] * n, [0] * n
+    gen = torch.Generator().manual_seed(3)
+    skipped = 0
+    for _ in range(3):
+        xy = torch.rand(8, 2, generator=gen) * 0.3  # few samples in a corner: most grid entries untouched
+        loss = model(xy).float().square().mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        g_all = model.params.grad.double().tolist()
+        opt.step()
+        for i in range(n):
+            g = g_all[i]
+            if not matrix[i] and g == 0:
+                skipped += 1
+                continue
+            if matrix[i]:
+                g += l2 * w[i]
+            m[i] = beta1 * m[i] + (1 - beta1) * g
+            v[i] = beta2 * v[i] + (1 - beta2) * g * g
+            t[i] += 1
+            correction = math.sqrt(1 - beta2 ** t[i]) / (1 - beta1 ** t[i])
+            w[i] -= lr * correction / (math.sqrt(v[i]) + eps) * m[i]
+    assert skipped > 0  # the check covers skipped entries
+    assert len(set(t)) > 1  # and entries with different step counts
+    got = model.params.detach().double()
+    torch.testing.assert_close(got, torch.tensor(w, dtype=torch.float64), rtol=1e-5, atol=1e-6)

@@ -8,6 +8,7 @@
 #include "core/half.h"
 #include "core/gpu_hooks.h"
 #include "core/host_memory.h"
+#include "core/host_scratch.h"
 
 namespace tinyfuse {
 
@@ -92,7 +93,8 @@ Buffer& Buffer::operator=(Buffer&& o) noexcept {
 
 void Buffer::release() {
   if (!data_) return;
-  if (device_ == Device::CPU) std::free(data_);
+  if (device_ == Device::CPU && stream_ordered_) host_scratch_free(data_);
+  else if (device_ == Device::CPU) std::free(data_);
   else if (stream_ordered_) gpu_hooks().free_async(data_, stream_);
   else gpu_hooks().free(data_);
   data_ = nullptr;
@@ -103,7 +105,7 @@ void Buffer::reserve(size_t bytes) {
   if (bytes <= bytes_ && data_) return;
   release();
   if (bytes == 0) return;
-  if (device_ == Device::CPU) data_ = host_alloc(bytes);
+  if (device_ == Device::CPU) data_ = stream_ordered_ ? host_scratch_alloc(bytes, "host scratch memory") : host_alloc(bytes);
   else data_ = stream_ordered_ ? gpu_hooks().alloc_async(bytes, stream_) : gpu_hooks().alloc(bytes);
   bytes_ = bytes;
 }
@@ -175,6 +177,7 @@ double sum_tensor(const TensorView& t) {
 int gpu_count() { return gpu_hooks().device_count(); }
 
 void free_temporary_memory() {
+  host_scratch_trim();
   if (gpu_count() > 0) gpu_hooks().trim_pools();
 }
 

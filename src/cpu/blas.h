@@ -1,4 +1,5 @@
-// Row-major matrix products through CBLAS (OpenBLAS), for float and double.
+// Row-major matrix products through CBLAS (OpenBLAS), for float and double. OpenBLAS runs on one
+// thread per call; large products are shared across the project's own pool (parallel.h).
 #pragma once
 
 #include <cstdint>

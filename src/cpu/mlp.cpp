@@ -6,8 +6,10 @@
 
 #include "core/activation_math.h"
 #include "core/host_memory.h"
+#include "core/host_scratch.h"
 #include "core/mlp_base.h"
 #include "cpu/blas.h"
+#include "cpu/elementwise.h"
 #include "cpu/parallel.h"
 
 namespace tinyfuse::cpu {
@@ -17,24 +19,35 @@ namespace {
 constexpr int64_t kElementGrain = 16384;  // elements per parallel chunk of elementwise work
 
 // A growable array whose new elements are left uninitialised: every element is written before
-// it is read, and zero-filling tens of megabytes per batch costs more than the layer itself.
+// it is read, and zero-filling tens of megabytes per batch costs more than the layer itself. Its
+// memory comes from the host scratch cache, so the buffers of one step are those of the last.
 template <typename T>
 class Scratch {
  public:
+  Scratch() = default;
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  Scratch(Scratch&& o) noexcept { swap(o); }
+  Scratch& operator=(Scratch&& o) noexcept {
+    swap(o);
+    return *this;
+  }
+  ~Scratch() { host_scratch_free(data_); }
+
   void resize(size_t n) {
     if (n > capacity_) {
-      try {
-        data_.reset(new T[n]);
-      } catch (const std::bad_alloc&) {
-        throw OutOfMemoryError(n * sizeof(T), "MLP scratch memory", "the allocation failed");
-      }
+      host_scratch_free(data_);
+      data_ = nullptr;
+      capacity_ = 0;
+      data_ = static_cast<T*>(host_scratch_alloc(checked_bytes({static_cast<int64_t>(n), int64_t{sizeof(T)}}, "MLP scratch memory"),
+                                                 "MLP scratch memory"));
       capacity_ = n;
     }
     size_ = n;
   }
   size_t size() const { return size_; }
-  T* data() { return data_.get(); }
-  const T* data() const { return data_.get(); }
+  T* data() { return data_; }
+  const T* data() const { return data_; }
   T& operator[](size_t i) { return data_[i]; }
   void swap(Scratch& o) noexcept {
     std::swap(data_, o.data_);
@@ -43,9 +56,16 @@ class Scratch {
   }
 
  private:
-  std::unique_ptr<T[]> data_;
+  T* data_ = nullptr;
   size_t size_ = 0, capacity_ = 0;
 };
+
+// A column of n ones (the bias gradient is dZ^T 1).
+template <typename T>
+void fill_ones(Scratch<T>& ones, int64_t n) {
+  ones.resize(static_cast<size_t>(n));
+  std::fill(ones.data(), ones.data() + n, T(1));
+}
 
 // What a forward keeps for the passes after it. backward() and backward_backward_input() read it
 // only through layer_input() and preactivation() below: layer l's input (the network input for
@@ -112,7 +132,8 @@ class Mlp final : public MlpWithParams<T> {
     const int64_t batch = input.rows();
     const T* weights = this->weights_for(use_inference_params);
     const T beta = mode == GradientMode::Accumulate ? T(1) : T(0);
-    std::vector<T> ones(static_cast<size_t>(batch), T(1));  // bias gradient = dZ^T 1
+    Scratch<T> ones;
+    if (spec_.biases && mode != GradientMode::Ignore) fill_ones(ones, batch);
 
     // dy of the current layer: starts as dL/doutput (strided), then dense buffers.
     Scratch<T> dz, dx, dy_buf;
@@ -124,9 +145,7 @@ class Mlp final : public MlpWithParams<T> {
       dz.resize(static_cast<size_t>(batch) * l.out);
       const T* z = preactivation(*ctx, li);
       parallel_for(batch, rows_per_chunk(l.out), [&](int64_t b0, int64_t b1) {
-        for (int64_t b = b0; b < b1; ++b)
-          for (uint32_t o = 0; o < l.out; ++o)
-            dz[b * l.out + o] = dy[b * ldy + o] * activate_derivative(act, z[b * l.out + o]);
+        activation_backward(act, dy, ldy, z, dz.data(), b0, b1, l.out);
       });
       const auto [x_prev, ldx] = layer_input(*ctx, input, li, l.in);
       if (mode != GradientMode::Ignore) {
@@ -272,7 +291,8 @@ class Mlp final : public MlpWithParams<T> {
     size_t n_flowing = 0;  // layers [0, n_flowing) carry a second-order dZ
     for (size_t li = 0; li < n_layers; ++li)
       if (curved(li)) n_flowing = li + 1;
-    std::vector<T> ones(static_cast<size_t>(batch), T(1));
+    Scratch<T> ones;
+    if (spec_.biases) fill_ones(ones, batch);
     if (spec_.biases && mode == GradientMode::Overwrite)
       for (size_t li = n_flowing; li < n_layers; ++li)
         std::fill(gradients_ + layers_[li].bias_offset, gradients_ + layers_[li].bias_offset + layers_[li].out, T(0));
@@ -360,12 +380,7 @@ class Mlp final : public MlpWithParams<T> {
       gemm(false, true, batch, l.out, l.in, T(1), x, ldx, weights + l.weight_offset, l.in, T(0), z.data(), l.out);
       const T* bias = spec_.biases ? weights + l.bias_offset : nullptr;
       parallel_for(batch, rows_per_chunk(l.out), [&](int64_t b0, int64_t b1) {
-        for (int64_t b = b0; b < b1; ++b)
-          for (uint32_t o = 0; o < l.out; ++o) {
-            T& zz = z[b * l.out + o];
-            if (bias) zz += bias[o];
-            y[b * l.out + o] = activate(act, zz);
-          }
+        bias_activate(act, z.data(), y.data(), bias, b0, b1, l.out);
       });
       x = y.data();
       ldx = l.out;

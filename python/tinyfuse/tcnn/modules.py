@@ -67,7 +67,8 @@ def supports_jit_fusion():
 def free_temporary_memory():
     """Frees what earlier calls left behind, as tinycudann's: collects Python garbage (autograd
     graphs holding forward contexts), then gives the GPU memory tinyfuse's stream-ordered pools
-    keep for reuse back to the driver. Memory in use stays; nothing to free without GPUs."""
+    keep for reuse back to the driver and the host scratch blocks the CPU backend keeps between
+    calls back to the system. Memory in use stays."""
     gc.collect()
     _native.free_temporary_memory()
 
@@ -165,6 +166,14 @@ class Module(torch.nn.Module):
     def n_params(self):
         """The number of parameters (tinycudann's ``native_tcnn_module.n_params()``)."""
         return self._n_params
+
+    def param_segments(self):
+        """tinyfuse's addition: the runs of ``params`` as the C++ optimizers see them, a list of
+        (offset, count, kind) with kind "matrix" (a network's weights), "vector" (biases) or "grid"
+        (an encoding's table). tiny-cuda-nn's Adam applies l2_reg to the "matrix" runs only, and
+        skips non-matrix entries whose gradient is zero (samples/learn_image.py follows both)."""
+        home = next(iter(self._backends.values()))
+        return [tuple(s) for s in home.native.param_segments]
 
     @property
     def native_tcnn_module(self):

@@ -2,6 +2,7 @@
 // semantics). All arithmetic is in float, as on the GPU.
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "core/optimizers/adam.h"
 #include "cpu/optimizers/cpu_optimizer.h"
@@ -10,6 +11,36 @@
 namespace tinyfuse::cpu {
 
 namespace {
+
+// adam_bias_correction(beta1, beta2, t) for every counter t up to the global step, computed once
+// each instead of two powf per element and step (parameters skipped on zero gradients have
+// counters behind the global step). Past the t where 1 - beta^t rounds to 1 for both betas every
+// value is exactly 1, and the table stops growing.
+class BiasCorrections {
+ public:
+  void extend(float beta1, float beta2, uint32_t step) {
+    if (beta1 != beta1_ || beta2 != beta2_) {
+      beta1_ = beta1, beta2_ = beta2;
+      table_.assign(1, 1.0f);  // t = 0 is never asked for
+      saturated_ = false;
+    }
+    while (!saturated_ && table_.size() <= step) {
+      const auto t = static_cast<uint32_t>(table_.size());
+      const float tf = static_cast<float>(t);
+      table_.push_back(adam_bias_correction(beta1, beta2, t));
+      saturated_ = 1.0f - std::pow(beta1, tf) == 1.0f && 1.0f - std::pow(beta2, tf) == 1.0f;
+    }
+  }
+  float at(uint32_t t) const {
+    if (t < table_.size()) return table_[t];
+    return saturated_ ? 1.0f : adam_bias_correction(beta1_, beta2_, t);
+  }
+
+ private:
+  float beta1_ = -1.0f, beta2_ = -1.0f;
+  std::vector<float> table_;
+  bool saturated_ = false;
+};
 
 class Adam final : public AdamOptimizer<CpuOptimizer> {
  public:
@@ -24,6 +55,7 @@ class Adam final : public AdamOptimizer<CpuOptimizer> {
   }
 
   void update_elements(const StepArgs& args, const AdamConsts& c) override {
+    corrections_.extend(c.beta1, c.beta2, c.step);
     with_step_types(args, [&](auto* p, const auto* g) {
       parallel_for(static_cast<int64_t>(args.n), kOptimizerGrain, [&](int64_t b, int64_t e) {
         for_each_run(runs_, static_cast<size_t>(b), static_cast<size_t>(e), [&](size_t rb, size_t re, bool matrix) {
@@ -46,7 +78,7 @@ class Adam final : public AdamOptimizer<CpuOptimizer> {
       const float v = second_[i] = c.beta2 * second_[i] + c.one_minus_beta2 * (g * g);
       const uint32_t t = ++param_steps_[i];
       float lr = kMatrix ? c.lr : c.lr * c.non_matrix_factor;
-      lr *= t == c.step ? c.correction_at_step : adam_bias_correction(c.beta1, c.beta2, t);
+      lr *= t == c.step ? c.correction_at_step : corrections_.at(t);
       const float rate = std::fmin(std::fmax(lr / (std::sqrt(v) + c.epsilon), c.lower), c.upper);
       const float decayed = (1.0f - c.relative_decay * lr) * w - std::copysign(c.absolute_decay * lr, w);
       float new_w = decayed - rate * m;
@@ -72,6 +104,7 @@ class Adam final : public AdamOptimizer<CpuOptimizer> {
   std::vector<ParamRun> runs_;
   std::vector<float> first_, second_;
   std::vector<uint32_t> param_steps_;
+  BiasCorrections corrections_;
 };
 
 }  // namespace
