@@ -6,39 +6,24 @@
 #include <cmath>
 
 #include "testing/gradcheck.h"
+#include "testing/mlp_cases.h"
 
 using namespace tinyfuse;
+using tinyfuse::testing::kF64;
+using tinyfuse::testing::kMlpShapes;
+using tinyfuse::testing::MlpShape;
+using tinyfuse::testing::net_config;
 using tinyfuse::testing::gradcheck;
 using tinyfuse::testing::random_vector;
 
 namespace {
-
-const BuildOptions kF64{Device::CPU, DType::F64};
-
-json net_config(const std::string& otype, uint32_t neurons, uint32_t hidden, const std::string& act,
-                const std::string& out_act) {
-  return {{"otype", otype}, {"n_neurons", neurons}, {"n_hidden_layers", hidden}, {"activation", act}, {"output_activation", out_act}};
-}
-
-struct Shape {
-  std::string otype;
-  uint32_t in, neurons, hidden, out;
-};
-
-// Covers biases and none, depth 0 and deep, output padding, odd widths.
-const Shape kShapes[] = {
-    {"PortableMLP", 3, 8, 2, 5},
-    {"PortableMLP", 4, 6, 0, 3},
-    {"FullyFusedMLP", 16, 16, 1, 3},
-    {"CutlassMLP", 5, 7, 3, 2},
-};
 
 class MlpGradients : public ::testing::TestWithParam<std::tuple<std::string, int64_t>> {};
 
 TEST_P(MlpGradients, MatchFiniteDifferences) {
   const auto& [act, batch] = GetParam();
   Pcg32 rng(42 + batch);
-  for (const Shape& s : kShapes) {
+  for (const MlpShape& s : kMlpShapes) {
     // Each activation is checked as the hidden activation and as the output activation.
     for (int as_output = 0; as_output < 2; ++as_output) {
       json cfg = net_config(s.otype, s.neurons, s.hidden, as_output ? "Tanh" : act, as_output ? act : "None");

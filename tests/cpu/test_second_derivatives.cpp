@@ -11,8 +11,13 @@
 
 #include "core/activation_math.h"
 #include "testing/gradcheck.h"
+#include "testing/mlp_cases.h"
 
 using namespace tinyfuse;
+using tinyfuse::testing::kF64;
+using tinyfuse::testing::kMlpShapes;
+using tinyfuse::testing::MlpShape;
+using tinyfuse::testing::net_config;
 using tinyfuse::testing::gradgradcheck;
 using tinyfuse::testing::random_vector;
 using tinyfuse::testing::SecondOrderOptions;
@@ -20,17 +25,10 @@ using tinyfuse::testing::SecondOrderResult;
 
 namespace {
 
-const BuildOptions kF64{Device::CPU, DType::F64};
-
 const std::vector<std::string> kActivations = {"None", "ReLU",    "LeakyReLU",  "SiLU",     "Exponential",
                                               "Sine", "Sigmoid", "Squareplus", "Softplus", "Tanh"};
 
 bool piecewise_linear(const std::string& act) { return act == "None" || act == "ReLU" || act == "LeakyReLU"; }
-
-json net_config(const std::string& otype, uint32_t neurons, uint32_t hidden, const std::string& act,
-                const std::string& out_act) {
-  return {{"otype", otype}, {"n_neurons", neurons}, {"n_hidden_layers", hidden}, {"activation", act}, {"output_activation", out_act}};
-}
 
 std::string describe(const SecondOrderResult& r) {
   return "errors dL2/dg " + std::to_string(r.max_doutput_error) + ", dL2/dparams " + std::to_string(r.max_param_error) +
@@ -66,25 +64,12 @@ TEST(ActivationMath, SecondDerivativesMatchDifferencesOfTheFirst) {
 
 // ---- Networks ------------------------------------------------------------------------------
 
-struct Shape {
-  std::string otype;
-  uint32_t in, neurons, hidden, out;
-};
-
-// Biases and none (FullyFusedMLP, CutlassMLP), depth 0 and deep, output padding, odd widths.
-const Shape kShapes[] = {
-    {"PortableMLP", 3, 8, 2, 5},
-    {"PortableMLP", 4, 6, 0, 3},
-    {"FullyFusedMLP", 16, 16, 1, 3},
-    {"CutlassMLP", 5, 7, 3, 2},
-};
-
 class MlpSecondDerivatives : public ::testing::TestWithParam<std::tuple<std::string, int64_t>> {};
 
 TEST_P(MlpSecondDerivatives, MatchFiniteDifferencesOfTheFirst) {
   const auto& [act, batch] = GetParam();
   Pcg32 rng(4242 + batch);
-  for (const Shape& s : kShapes) {
+  for (const MlpShape& s : kMlpShapes) {
     // Each activation as the hidden one (identity output) and as the output one (Tanh hidden).
     for (int as_output = 0; as_output < 2; ++as_output) {
       if (as_output && s.hidden == 0) continue;  // the same network as the hidden case
