@@ -16,6 +16,7 @@
 #include "learn_image.h"
 #include "learn_sdf.h"
 #include "sdf_source.h"
+#include "testing/expect_error.h"
 #include "tinyfuse/tinyfuse.h"
 
 using namespace tinyfuse;
@@ -53,15 +54,7 @@ class LearnSdf : public ::testing::Test {
 
   template <typename E>
   std::string expect_error(std::vector<std::string> args, const fs::path& out, const std::vector<std::string>& needles) {
-    try {
-      run(std::move(args), out);
-    } catch (const E& e) {
-      const std::string msg = e.what();
-      for (const auto& n : needles) EXPECT_NE(msg.find(n), std::string::npos) << "expected \"" << n << "\" in: " << msg;
-      return msg;
-    }
-    ADD_FAILURE() << "learn-sdf did not throw " << typeid(E).name();
-    return "";
+    return tinyfuse::testing::expect_error_message<E>([&] { run(std::move(args), out); }, needles, "learn-sdf");
   }
 
   // A sphere of radius 2 around (1, 2, 3) as a points file of n points (file units).
