@@ -69,6 +69,13 @@ std::string Options::get(const std::string& name, const std::string& fallback) c
   return it == values_.end() ? fallback : it->second;
 }
 
+Device Options::get_device() const {
+  const std::string device = get("device", "cpu");
+  if (device == "cpu") return Device::CPU;
+  if (device == "cuda") return Device::CUDA;
+  throw UsageError("option '--device' takes cpu or cuda, got '" + device + "'");
+}
+
 uint64_t Options::get_uint(const std::string& name, uint64_t fallback, uint64_t lo, uint64_t hi) const {
   auto it = values_.find(name);
   if (it == values_.end()) return fallback;

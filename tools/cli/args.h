@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "tinyfuse/common.h"
+
 namespace tinyfuse::cli {
 
 // A mistake on the command line. main() prints it with the usage text and exits with code 2.
@@ -32,6 +34,8 @@ class Options {
   uint64_t get_uint(const std::string& name, uint64_t fallback, uint64_t lo, uint64_t hi) const;
   // A finite decimal number in [lo, hi] ("0.1", "1e-2"); anything else is a UsageError naming it.
   double get_double(const std::string& name, double fallback, double lo, double hi) const;
+  // --device: cpu (the default) or cuda; anything else is a UsageError.
+  Device get_device() const;
 
  private:
   std::map<std::string, std::string> values_;

@@ -57,10 +57,7 @@ Settings read_settings(const Options& o) {
   s.seed = o.get_uint("seed", kDefaultSeed, 0, UINT64_MAX);
   s.save_every = o.get_uint("save-every", 0, 0, UINT64_MAX);
   s.quiet = o.has("quiet");
-  const std::string device = o.get("device", "cpu");
-  if (device == "cpu") s.device = Device::CPU;
-  else if (device == "cuda") s.device = Device::CUDA;
-  else throw UsageError("option '--device' takes cpu or cuda, got '" + device + "'");
+  s.device = o.get_device();
   s.batch = o.get_uint("batch", s.device == Device::CUDA ? kDefaultBatchCuda : kDefaultBatchCpu, 1, kMaxBatch);
   return s;
 }

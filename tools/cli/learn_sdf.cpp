@@ -70,10 +70,7 @@ Settings read_settings(const Options& o) {
   s.weights.eikonal = o.get_double("eikonal-weight", s.weights.eikonal, 0, 1e6);
   s.weights.normal = o.get_double("normal-weight", s.weights.normal, 0, 1e6);
   s.quiet = o.has("quiet");
-  const std::string device = o.get("device", "cpu");
-  if (device == "cpu") s.device = Device::CPU;
-  else if (device == "cuda") s.device = Device::CUDA;
-  else throw UsageError("option '--device' takes cpu or cuda, got '" + device + "'");
+  s.device = o.get_device();
   return s;
 }
 
