@@ -23,6 +23,19 @@ void launch(const FusedPlan& plan, void** params, gpuStream_t stream) {
   }
 }
 
+// The general kernels, forward or backward (`Args`): shape, the call's arguments, the tile count
+// and, on HIP, the weights' share of the dynamic shared memory.
+template <typename Args>
+void launch_general(const FusedPlan& plan, LaunchParams& p, Args& args, gpuStream_t stream) {
+#if defined(TINYFUSE_WITH_HIP)
+  size_t weight_smem_bytes = static_cast<size_t>(p.weight_bytes);
+  void* params[] = {&p.shape, &args, &p.n_tiles, &weight_smem_bytes};
+#else
+  void* params[] = {&p.shape, &args, &p.n_tiles};
+#endif
+  launch(plan, params, stream);
+}
+
 [[noreturn]] void wrong_arguments(const FusedPlan& plan, const char* which) {
   throw Error(std::string("internal: a ") + to_string(plan.kernel) + " plan launched with " + which);
 }
@@ -48,15 +61,8 @@ void launch_plan(const FusedPlan& plan, const ForwardArgs& a, float* partial, gp
   LaunchParams p = plan.params;  // the kernels take their parameters by value: copies they may point at
   ForwardArgs args = a;
   switch (plan.kernel) {
-    case FusedKernel::General: {
-#if defined(TINYFUSE_WITH_HIP)
-      size_t weight_smem_bytes = static_cast<size_t>(p.weight_bytes);
-      void* params[] = {&p.shape, &args, &p.n_tiles, &weight_smem_bytes};
-#else
-      void* params[] = {&p.shape, &args, &p.n_tiles};
-#endif
-      return launch(plan, params, stream);
-    }
+    case FusedKernel::General:
+      return launch_general(plan, p, args, stream);
 #if !defined(TINYFUSE_WITH_HIP)
     case FusedKernel::Pipelined:
     case FusedKernel::PipelinedFoldedLoss: {
@@ -92,15 +98,8 @@ void launch_plan(const FusedPlan& plan, const BackwardArgs& a, float* partial, g
   LaunchParams p = plan.params;
   BackwardArgs args = a;
   switch (plan.kernel) {
-    case FusedKernel::General: {
-#if defined(TINYFUSE_WITH_HIP)
-      size_t weight_smem_bytes = static_cast<size_t>(p.weight_bytes);
-      void* params[] = {&p.shape, &args, &p.n_tiles, &weight_smem_bytes};
-#else
-      void* params[] = {&p.shape, &args, &p.n_tiles};
-#endif
-      return launch(plan, params, stream);
-    }
+    case FusedKernel::General:
+      return launch_general(plan, p, args, stream);
 #if !defined(TINYFUSE_WITH_HIP)
     case FusedKernel::Pipelined: {
       void* params[] = {&p.shape, &args, &p.weight_bytes, &p.stage_stride, &p.n_tiles};
