@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <new>
+#include <type_traits>
 #include <vector>
 
 #include "core/activation_math.h"
@@ -11,6 +12,7 @@
 #include "cpu/blas.h"
 #include "cpu/elementwise.h"
 #include "cpu/parallel.h"
+#include "cpu/tiles/row_tiles.h"
 
 namespace tinyfuse::cpu {
 
@@ -108,6 +110,13 @@ class Mlp final : public MlpWithParams<T> {
 
   void inference(const TensorView& input, const TensorView& output) override {
     check_io(input, &output);
+    if (const TileGemm* kernels = row_tile_kernels()) {
+      if constexpr (std::is_same_v<T, float>) {
+        tiled_forward(*kernels, tiled_layers(inference_params_), input.ptr<float>(), input.strides[0], input.rows(),
+                      nullptr, output.ptr<float>(), output.strides[0]);
+        return;
+      }
+    }
     // Inference keeps no state, but reusing this thread's buffers avoids touching fresh pages
     // on every call (they grow to the largest batch seen on the thread).
     static thread_local MlpContext<T> ctx;
@@ -131,6 +140,16 @@ class Mlp final : public MlpWithParams<T> {
     this->check_backward(input, dL_doutput, dL_dinput, mode, [&](int64_t batch) { return same_batch(*ctx, batch); });
     const int64_t batch = input.rows();
     const T* weights = this->weights_for(use_inference_params);
+    if (const TileGemm* kernels = row_tile_kernels()) {
+      if constexpr (std::is_same_v<T, float>) {
+        tiled_backward(*kernels, tiled_layers(weights), input.ptr<float>(), input.strides[0], batch, kept_rows(*ctx),
+                       dL_doutput.ptr<float>(), dL_doutput.strides[0],
+                       mode == GradientMode::Ignore ? nullptr : gradients_, this->n_params(),
+                       mode == GradientMode::Accumulate, dL_dinput ? dL_dinput->ptr<float>() : nullptr,
+                       dL_dinput ? dL_dinput->strides[0] : 0);
+        return;
+      }
+    }
     const T beta = mode == GradientMode::Accumulate ? T(1) : T(0);
     Scratch<T> ones;
     if (spec_.biases && mode != GradientMode::Ignore) fill_ones(ones, batch);
@@ -336,6 +355,34 @@ class Mlp final : public MlpWithParams<T> {
   }
 
  private:
+  // The one place that decides between the engines: the row-tile engine for FP32 wherever this
+  // CPU has its kernels, else layer by layer on the BLAS (FP64, the reference, always).
+  static const TileGemm* row_tile_kernels() {
+    if constexpr (std::is_same_v<T, float>)
+      return tile_gemm();
+    else
+      return nullptr;
+  }
+
+  std::vector<TiledLayer> tiled_layers(const T* weights) const {
+    std::vector<TiledLayer> out;
+    for (size_t li = 0; li < layers_.size(); ++li) {
+      const Layer& l = layers_[li];
+      out.push_back({l.in, l.out, weights + l.weight_offset, spec_.biases ? weights + l.bias_offset : nullptr,
+                     layer_activation(li), l.weight_offset, l.bias_offset});
+    }
+    return out;
+  }
+
+  static LayerRows kept_rows(const MlpContext<T>& ctx) {
+    LayerRows rows;
+    for (size_t li = 0; li < ctx.z.size(); ++li) {
+      rows.z.push_back(const_cast<T*>(ctx.z[li].data()));
+      rows.y.push_back(const_cast<T*>(ctx.y[li].data()));
+    }
+    return rows;
+  }
+
   const MlpContext<T>* context_of(const Context& base_ctx, const char* call) const {
     const auto* ctx = dynamic_cast<const MlpContext<T>*>(&base_ctx);
     if (!ctx) throw Error(this->name() + "::" + call + ": context does not come from this network's forward()");
@@ -368,6 +415,17 @@ class Mlp final : public MlpWithParams<T> {
     const int64_t batch = input.rows();
     ctx.z.resize(layers_.size());
     ctx.y.resize(layers_.size());
+    if (const TileGemm* kernels = row_tile_kernels()) {
+      if constexpr (std::is_same_v<T, float>) {
+        for (size_t li = 0; li < layers_.size(); ++li) {
+          ctx.z[li].resize(static_cast<size_t>(batch) * layers_[li].out);
+          ctx.y[li].resize(ctx.z[li].size());
+        }
+        const LayerRows keep = kept_rows(ctx);
+        tiled_forward(*kernels, tiled_layers(weights), input.ptr<float>(), input.strides[0], batch, &keep, nullptr, 0);
+        return;
+      }
+    }
     const T* x = input.ptr<T>();
     int64_t ldx = input.strides[0];
     for (size_t li = 0; li < layers_.size(); ++li) {
