@@ -21,6 +21,16 @@ class CpuLoss final : public Loss {
 
   void evaluate(float loss_scale, const TensorView& prediction, const TensorView& target, const TensorView& values,
                 const TensorView& gradients, const TensorView* data_pdf) const override {
+    check(prediction, target, values, gradients, data_pdf);
+    const int64_t batch = prediction.rows();
+    parallel_for(batch, 2048, [&](int64_t b0, int64_t b1) {
+      rows(loss_scale, batch, prediction, target, values, gradients, data_pdf, b0, b1);
+    });
+  }
+
+  // evaluate()'s checks: shapes, dtypes and devices of a whole batch.
+  void check(const TensorView& prediction, const TensorView& target, const TensorView& values,
+             const TensorView& gradients, const TensorView* data_pdf) const {
     const DType dt = dtype_of<T>::value;
     check_matrix(prediction, "prediction", -1, -1, dt, Device::CPU);
     const int64_t batch = prediction.rows(), width = prediction.cols();
@@ -34,40 +44,45 @@ class CpuLoss final : public Loss {
     if (data_pdf) check_matrix(*data_pdf, "data_pdf", batch, dims, dt, Device::CPU);
     if (kind_ == LossKind::RelativeL2Luminance && dims < 3)
       throw ShapeError("RelativeL2Luminance needs at least 3 output dims (RGB), got " + std::to_string(dims));
+  }
 
+  // Rows [b0, b1) of the views (checked) as evaluate() computes them for a batch of `batch` rows:
+  // values and gradients are divided by batch * dims whatever rows the views hold.
+  void rows(float loss_scale, int64_t batch, const TensorView& prediction, const TensorView& target,
+            const TensorView& values, const TensorView& gradients, const TensorView* data_pdf, int64_t b0,
+            int64_t b1) const {
+    const int64_t width = prediction.cols(), dims = target.cols();
     const T n = static_cast<T>(batch * dims);
     const T scale = static_cast<T>(loss_scale);
     auto at = [](const TensorView& v, int64_t b, int64_t d) -> T& {
       return static_cast<T*>(v.data)[b * v.strides[0] + d * v.strides[1]];
     };
     const bool row_values = loss_values_per_row(values, width);  // each row's terms summed (loss.h's order), divided once
-    parallel_for(batch, 2048, [&](int64_t b0, int64_t b1) {
-      for (int64_t b = b0; b < b1; ++b) {
-        T lum = 0;
-        if (kind_ == LossKind::RelativeL2Luminance) {
-          T r = at(prediction, b, 0), g = at(prediction, b, 1), bl = at(prediction, b, 2);
-          if (dims >= 6) r += at(prediction, b, 3), g += at(prediction, b, 4), bl += at(prediction, b, 5);
-          lum = loss_luminance(r, g, bl);
-        }
-        T row = 0, group = 0;
-        for (int64_t d = 0; d < width; ++d) {
-          if (d >= dims) {
-            if (!row_values) at(values, b, d) = T(0);
-            at(gradients, b, d) = T(0);
-          } else {
-            const T pdf = data_pdf ? at(*data_pdf, b, d) : T(1);
-            LossTerm<T> term = loss_term(kind_, at(prediction, b, d), at(target, b, d), pdf, lum);
-            if (row_values)
-              group += term.value;
-            else
-              at(values, b, d) = term.value / n;
-            at(gradients, b, d) = scale * term.gradient / n;
-          }
-          if (d % 8 == 7 || d == width - 1) row += group, group = 0;
-        }
-        if (row_values) at(values, b, 0) = row / n;
+    for (int64_t b = b0; b < b1; ++b) {
+      T lum = 0;
+      if (kind_ == LossKind::RelativeL2Luminance) {
+        T r = at(prediction, b, 0), g = at(prediction, b, 1), bl = at(prediction, b, 2);
+        if (dims >= 6) r += at(prediction, b, 3), g += at(prediction, b, 4), bl += at(prediction, b, 5);
+        lum = loss_luminance(r, g, bl);
       }
-    });
+      T row = 0, group = 0;
+      for (int64_t d = 0; d < width; ++d) {
+        if (d >= dims) {
+          if (!row_values) at(values, b, d) = T(0);
+          at(gradients, b, d) = T(0);
+        } else {
+          const T pdf = data_pdf ? at(*data_pdf, b, d) : T(1);
+          LossTerm<T> term = loss_term(kind_, at(prediction, b, d), at(target, b, d), pdf, lum);
+          if (row_values)
+            group += term.value;
+          else
+            at(values, b, d) = term.value / n;
+          at(gradients, b, d) = scale * term.gradient / n;
+        }
+        if (d % 8 == 7 || d == width - 1) row += group, group = 0;
+      }
+      if (row_values) at(values, b, 0) = row / n;
+    }
   }
 
  private:
@@ -75,6 +90,24 @@ class CpuLoss final : public Loss {
 };
 
 }  // namespace
+
+bool is_cpu_fp32_loss(const Loss& loss) { return dynamic_cast<const CpuLoss<float>*>(&loss) != nullptr; }
+
+void check_loss_views(const Loss& loss, const TensorView& prediction, const TensorView& target, const TensorView& values,
+                      const TensorView& gradients, const TensorView* data_pdf) {
+  dynamic_cast<const CpuLoss<float>&>(loss).check(prediction, target, values, gradients, data_pdf);
+}
+
+void evaluate_loss_rows(const Loss& loss, float loss_scale, int64_t batch, int64_t r0, int64_t n_rows,
+                        const float* prediction, float* gradients, int64_t width, const TensorView& target,
+                        const TensorView& values, const TensorView* data_pdf) {
+  const TensorView p = TensorView::matrix(const_cast<float*>(prediction), n_rows, width);
+  const TensorView g = TensorView::matrix(gradients, n_rows, width);
+  const TensorView pdf = data_pdf ? data_pdf->rows_slice(r0, n_rows) : TensorView{};
+  dynamic_cast<const CpuLoss<float>&>(loss).rows(loss_scale, batch, p, target.rows_slice(r0, n_rows),
+                                                  values.rows_slice(r0, n_rows), g, data_pdf ? &pdf : nullptr, 0,
+                                                  n_rows);
+}
 
 template <typename T>
 std::unique_ptr<Loss> make_loss(LossKind kind) {

@@ -11,6 +11,7 @@
 #include "core/mlp_base.h"
 #include "cpu/blas.h"
 #include "cpu/elementwise.h"
+#include "cpu/losses.h"
 #include "cpu/parallel.h"
 #include "cpu/tiles/row_tiles.h"
 
@@ -187,6 +188,30 @@ class Mlp final : public MlpWithParams<T> {
         gemm(false, false, batch, l.in, l.out, T(1), dz.data(), l.out, weights + l.weight_offset, l.in, T(0),
              dL_dinput->ptr<T>(), dL_dinput->strides[0]);
       }
+    }
+  }
+
+  // The Trainer's pass: on the row-tile engine, forward, loss and backward a tile at a time (the
+  // output and loss gradients, scratch to the Trainer, are not written out); else the two calls.
+  void forward_backward_with_loss(const TensorView& input, const TensorView& output, const Loss& loss, float loss_scale,
+                                  const TensorView& target, const TensorView& values, const TensorView& gradients,
+                                  const TensorView* data_pdf, GradientMode mode) override {
+    const TileGemm* kernels = row_tile_kernels();
+    if (!kernels || mode == GradientMode::Ignore || !is_cpu_fp32_loss(loss))
+      return Base::forward_backward_with_loss(input, output, loss, loss_scale, target, values, gradients, data_pdf,
+                                              mode);
+    if constexpr (std::is_same_v<T, float>) {
+      check_io(input, &output);
+      check_loss_views(loss, output, target, values, gradients, data_pdf);
+      const int64_t batch = input.rows();
+      const int64_t width = this->padded_output_width();
+      tiled_training_pass(
+          *kernels, tiled_layers(params_), input.ptr<float>(), input.strides[0], batch,
+          [&](int64_t r0, int64_t rows, const float* prediction, float* dprediction) {
+            evaluate_loss_rows(loss, loss_scale, batch, r0, rows, prediction, dprediction, width, target, values,
+                               data_pdf);
+          },
+          gradients_, this->n_params(), mode == GradientMode::Accumulate);
     }
   }
 

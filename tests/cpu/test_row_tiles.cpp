@@ -12,6 +12,7 @@
 #include "core/activation_math.h"
 #include "cpu/tiles/row_tiles.h"
 #include "cpu/tiles/tile_gemm.h"
+#include "testing/mlp_cases.h"
 #include "tinyfuse/tinyfuse.h"
 
 using namespace tinyfuse;
@@ -256,6 +257,58 @@ TEST(RowTiles, ForwardAndBackwardMatchAnFp64Mlp) {
         const double expect = ref_grads[p] + (accumulate ? grads_before[p] : 0.0);
         ASSERT_NEAR(grads[p], expect, 2e-5 * mags[p] + 1e-6 * (1 + std::abs(expect))) << what << " dparams[" << p << "]";
       }
+    }
+}
+
+// The Trainer's one-pass training (forward, loss and backward a tile at a time) against the two
+// calls DifferentiableObject defines it as: the same values and gradients, bit for bit, over
+// losses, a data pdf, a padded output, batches that are not whole tiles and both gradient modes.
+TEST(RowTiles, OnePassTrainingIsForwardLossBackward) {
+  if (!cpu::tile_gemm()) GTEST_SKIP() << "skipped: the row-tile engine is off on this CPU (or by TINYFUSE_CPU_ISA)";
+  struct Case {
+    const char* otype;
+    uint32_t in, out;
+    const char* loss;
+    bool pdf;
+    int64_t batch;
+  };
+  for (const Case c : {Case{"PortableMLP", 32, 64, "L2", false, 5000}, Case{"CutlassMLP", 3, 3, "RelativeL2", true, 97},
+                       Case{"FullyFusedMLP", 16, 1, "L1", false, 1}, Case{"PortableMLP", 2, 6, "RelativeL2Luminance", true, 288}})
+    for (const GradientMode mode : {GradientMode::Overwrite, GradientMode::Accumulate}) {
+      auto net = create_network(tinyfuse::testing::net_config(c.otype, 64, 2, "ReLU", "Sigmoid"), c.in, c.out);
+      auto loss = create_loss({{"otype", c.loss}});
+      const size_t n = net->n_params();
+      const int64_t w = net->padded_output_width();
+      Pcg32 rng(uint64_t(c.batch + c.in));
+      std::vector<float> params(n), input(c.batch * c.in), target(c.batch * c.out), pdf(c.batch * c.out);
+      net->initialize_params(rng, params.data());
+      for (auto& v : input) v = rng.uniform(-1.0f, 1.0f);
+      for (auto& v : target) v = rng.next_float();
+      for (auto& v : pdf) v = rng.uniform(0.5f, 2.0f);
+      std::vector<float> grads[2], values[2], start(n);
+      for (auto& v : start) v = rng.uniform(-1.0f, 1.0f);
+      for (int path = 0; path < 2; ++path) {
+        grads[path] = mode == GradientMode::Accumulate ? start : std::vector<float>(n, NAN);
+        values[path].assign(c.batch, NAN);
+        std::vector<float> output(c.batch * w, NAN), dloss(c.batch * w, NAN);
+        net->set_params(TensorView::vector(params.data(), n), TensorView::vector(params.data(), n),
+                        TensorView::vector(grads[path].data(), n));
+        const TensorView x = TensorView::matrix(input.data(), c.batch, c.in);
+        const TensorView out = TensorView::matrix(output.data(), c.batch, w);
+        const TensorView t = TensorView::matrix(target.data(), c.batch, c.out);
+        const TensorView v = TensorView::matrix(values[path].data(), c.batch, 1);
+        const TensorView g = TensorView::matrix(dloss.data(), c.batch, w);
+        const TensorView p = TensorView::matrix(pdf.data(), c.batch, c.out);
+        if (path == 0)
+          net->forward_backward_with_loss(x, out, *loss, 128.0f, t, v, g, c.pdf ? &p : nullptr, mode);
+        else
+          net->DifferentiableObject::forward_backward_with_loss(x, out, *loss, 128.0f, t, v, g, c.pdf ? &p : nullptr,
+                                                                mode);
+      }
+      const std::string what = std::string(c.otype) + " " + c.loss + " batch " + std::to_string(c.batch);
+      ASSERT_EQ(0, std::memcmp(values[0].data(), values[1].data(), values[0].size() * 4)) << what << " values";
+      ASSERT_EQ(0, std::memcmp(grads[0].data(), grads[1].data(), n * 4)) << what << " gradients";
+      for (const float gr : grads[0]) ASSERT_TRUE(std::isfinite(gr)) << what;
     }
 }
 

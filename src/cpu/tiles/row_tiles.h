@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "cpu/tiles/tile_gemm.h"
@@ -41,5 +42,16 @@ void tiled_forward(const TileGemm& kernels, const std::vector<TiledLayer>& layer
 void tiled_backward(const TileGemm& kernels, const std::vector<TiledLayer>& layers, const float* x, int64_t ldx,
                     int64_t batch, const LayerRows& kept, const float* dy, int64_t ldy, float* gradients,
                     size_t n_params, bool accumulate, float* dinput, int64_t ldi);
+
+// The loss of a tile: given the top layer's y of rows [r0, r0 + rows) (dense, rows x out), writes
+// dL/dy for them (dense, the same shape) and whatever per-row loss values it keeps.
+using TileLoss = std::function<void(int64_t r0, int64_t rows, const float* prediction, float* dL_dprediction)>;
+
+// A whole training pass, forward, loss and backward, a tile at a time without keeping any layer's
+// rows beyond the tile: dL/dparams into `gradients` (added to them when `accumulate`). The output
+// and the loss gradients are not written out (what DifferentiableObject::forward_backward_with_loss
+// allows); the same sums and order as tiled_forward with kept rows, then tiled_backward.
+void tiled_training_pass(const TileGemm& kernels, const std::vector<TiledLayer>& layers, const float* x, int64_t ldx,
+                         int64_t batch, const TileLoss& loss, float* gradients, size_t n_params, bool accumulate);
 
 }  // namespace tinyfuse::cpu
