@@ -164,6 +164,52 @@ TEST(Losses, PerRowValuesAreGroupedRowSums) {
   }
 }
 
+// Views whose features are adjacent take a loop made for them (cpu/losses.cpp); views with a
+// column stride take the general one. Both give the same bits: every loss, with and without a
+// data pdf, values per element and per row, a padded prediction.
+TEST(Losses, DenseAndStridedViewsGiveTheSameBits) {
+  const int64_t batch = 29, width = 24, dims = 19;
+  for (const std::string& name : loss_names())
+    for (const bool pdf : {false, true})
+      for (const int64_t value_cols : {width, int64_t{1}}) {
+        SCOPED_TRACE(name + (pdf ? " pdf" : "") + " value columns " + std::to_string(value_cols));
+        auto loss = create_loss({{"otype", name}});
+        Pcg32 rng(7 + value_cols + pdf);
+        // Strided copies hold each element at twice its column (the odd columns are filler).
+        std::vector<float> pred(batch * width), target(batch * dims), density(batch * dims);
+        for (auto& v : pred) v = rng.uniform(0.05f, 1.0f);  // probabilities for CrossEntropy, Variance
+        for (auto& v : target) v = rng.uniform(-1.0f, 1.0f);
+        for (auto& v : density) v = rng.uniform(0.5f, 2.0f);
+        auto spread = [](const std::vector<float>& v) {
+          std::vector<float> s(2 * v.size(), 123.0f);
+          for (size_t i = 0; i < v.size(); ++i) s[2 * i] = v[i];
+          return s;
+        };
+        auto strided = [](std::vector<float>& v, int64_t r, int64_t c) {
+          TensorView t = TensorView::matrix(v.data(), r, c);
+          t.strides[0] = 2 * c, t.strides[1] = 2;
+          return t;
+        };
+        std::vector<float> sp = spread(pred), st = spread(target), sd = spread(density);
+        std::vector<float> values(batch * value_cols, NAN), grads(batch * width, NAN);
+        std::vector<float> s_values(2 * batch * value_cols, NAN), s_grads(2 * batch * width, NAN);
+        const TensorView dpdf = TensorView::matrix(density.data(), batch, dims), spdf = strided(sd, batch, dims);
+        loss->evaluate(4.0f, TensorView::matrix(pred.data(), batch, width), TensorView::matrix(target.data(), batch, dims),
+                       TensorView::matrix(values.data(), batch, value_cols), TensorView::matrix(grads.data(), batch, width),
+                       pdf ? &dpdf : nullptr);
+        loss->evaluate(4.0f, strided(sp, batch, width), strided(st, batch, dims), strided(s_values, batch, value_cols),
+                       strided(s_grads, batch, width), pdf ? &spdf : nullptr);
+        for (size_t i = 0; i < grads.size(); ++i) {
+          ASSERT_FALSE(std::isnan(grads[i])) << "gradient " << i << " unwritten";
+          ASSERT_EQ(std::memcmp(&grads[i], &s_grads[2 * i], 4), 0) << "gradient " << i;
+        }
+        for (size_t i = 0; i < values.size(); ++i) {
+          ASSERT_FALSE(std::isnan(values[i])) << "value " << i << " unwritten";
+          ASSERT_EQ(std::memcmp(&values[i], &s_values[2 * i], 4), 0) << "value " << i;
+        }
+      }
+}
+
 TEST(Losses, RejectBadShapes) {
   auto loss = create_loss({{"otype", "L2"}});
   std::vector<float> a(64), b(64), c(64), d(64);
