@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 
 #include "cpu/elementwise.h"
 #include "cpu/parallel.h"
+#include "tinyfuse/errors.h"
 
 namespace tinyfuse::cpu {
 
@@ -100,7 +102,9 @@ void backward_tile(const TileGemm& kernels, const std::vector<TiledLayer>& layer
   }
 }
 
-// Shares of whole tiles for the backward's gradient sums, fixed by the batch alone.
+// Shares of whole tiles for the backward's gradient sums, fixed by the batch alone. A share's
+// first tile writes every entry of its sums (the layers own all of them), so they start
+// uninitialised.
 struct Shares {
   int64_t rows, count;
   explicit Shares(int64_t batch) {
@@ -110,8 +114,17 @@ struct Shares {
   }
 };
 
+// The shares' sums rely on the layers owning every gradient entry.
+void check_layers_own_all(const std::vector<TiledLayer>& layers, size_t n_params) {
+  size_t owned = 0;
+  for (const TiledLayer& l : layers) owned += size_t{l.in} * l.out + (l.bias ? l.out : 0);
+  if (owned != n_params)
+    throw Error("row-tile engine: the layers own " + std::to_string(owned) + " of " + std::to_string(n_params) +
+                " parameter gradients (an MLP layout it was not written for)");
+}
+
 // gradients = (accumulate ? gradients : 0) + the shares' sums, added in share order.
-void add_shares(const std::vector<float>& sums, int64_t n_shares, float* gradients, size_t n_params, bool accumulate) {
+void add_shares(const float* sums, int64_t n_shares, float* gradients, size_t n_params, bool accumulate) {
   parallel_for(static_cast<int64_t>(n_params), 16384, [&](int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p) {
       float g = accumulate ? gradients[p] : 0.0f;
@@ -135,27 +148,31 @@ void tiled_forward(const TileGemm& kernels, const std::vector<TiledLayer>& layer
                    [&](size_t l) { return keep->y[l] + r0 * layers[l].out; });
     } else {
       // Inference keeps nothing: two tile buffers in turn (a layer's product reads y of the
-      // layer below before its activation overwrites it).
+      // layer below before its activation overwrites it), the top layer's y straight into `out`
+      // when its rows are dense.
       float* zbuf = tile_buffer(0, tile_floats);
       float* ybuf = tile_buffer(1, tile_floats);
+      const size_t top = layers.size() - 1;
+      float* y_top = out && ldo == layers[top].out ? out + r0 * ldo : ybuf;
       forward_tile(kernels, layers, wt, x + r0 * ldx, ldx, rows, [&](size_t) { return zbuf; },
-                   [&](size_t) { return ybuf; });
+                   [&](size_t l) { return l == top ? y_top : ybuf; });
+      if (out && y_top == ybuf) copy_rows(ybuf, layers[top].out, out + r0 * ldo, ldo, rows, layers[top].out);
+      return;
     }
-    if (out) {
-      const float* y = keep ? keep->y.back() + r0 * layers.back().out : tile_buffer(1, tile_floats);
-      copy_rows(y, layers.back().out, out + r0 * ldo, ldo, rows, layers.back().out);
-    }
+    if (out) copy_rows(keep->y.back() + r0 * layers.back().out, layers.back().out, out + r0 * ldo, ldo, rows,
+                       layers.back().out);
   });
 }
 
 void tiled_backward(const TileGemm& kernels, const std::vector<TiledLayer>& layers, const float* x, int64_t ldx,
                     int64_t batch, const LayerRows& kept, const float* dy, int64_t ldy, float* gradients,
                     size_t n_params, bool accumulate, float* dinput, int64_t ldi) {
+  if (gradients) check_layers_own_all(layers, n_params);
   const Shares shares(batch);
-  std::vector<float> sums(gradients ? static_cast<size_t>(shares.count) * n_params : 0);
+  std::unique_ptr<float[]> sums(gradients ? new float[static_cast<size_t>(shares.count) * n_params] : nullptr);
   const size_t tile_floats = static_cast<size_t>(kTileRows) * widest(layers);
   parallel_for(batch, shares.rows, [&](int64_t s0, int64_t s1) {
-    float* sum = gradients ? sums.data() + static_cast<size_t>(s0 / shares.rows) * n_params : nullptr;
+    float* sum = gradients ? sums.get() + static_cast<size_t>(s0 / shares.rows) * n_params : nullptr;
     float* dz = tile_buffer(0, tile_floats);
     float* dnext = tile_buffer(1, tile_floats);
     for (int64_t r0 = s0; r0 < s1; r0 += kTileRows) {
@@ -165,13 +182,14 @@ void tiled_backward(const TileGemm& kernels, const std::vector<TiledLayer>& laye
                     dnext, dinput ? dinput + r0 * ldi : nullptr, ldi);
     }
   });
-  if (gradients) add_shares(sums, shares.count, gradients, n_params, accumulate);
+  if (gradients) add_shares(sums.get(), shares.count, gradients, n_params, accumulate);
 }
 
 void tiled_training_pass(const TileGemm& kernels, const std::vector<TiledLayer>& layers, const float* x, int64_t ldx,
                          int64_t batch, const TileLoss& loss, float* gradients, size_t n_params, bool accumulate) {
+  check_layers_own_all(layers, n_params);
   const Shares shares(batch);
-  std::vector<float> sums(static_cast<size_t>(shares.count) * n_params);
+  std::unique_ptr<float[]> sums(new float[static_cast<size_t>(shares.count) * n_params]);
   const TransposedWeights wt(layers);
   // Per tile: z and y of every layer, then the top layer's dL/dy, dz and the next dL/dy.
   std::vector<size_t> offset(layers.size());
@@ -180,7 +198,7 @@ void tiled_training_pass(const TileGemm& kernels, const std::vector<TiledLayer>&
   const uint32_t top = layers.back().out;
   const size_t tile_floats = static_cast<size_t>(kTileRows) * widest(layers);
   parallel_for(batch, shares.rows, [&](int64_t s0, int64_t s1) {
-    float* sum = sums.data() + static_cast<size_t>(s0 / shares.rows) * n_params;
+    float* sum = sums.get() + static_cast<size_t>(s0 / shares.rows) * n_params;
     float* acts = tile_buffer(0, static_cast<size_t>(kTileRows) * per_row);
     float* dtop = tile_buffer(1, static_cast<size_t>(kTileRows) * top);
     float* dz = tile_buffer(2, 2 * tile_floats);
@@ -194,7 +212,7 @@ void tiled_training_pass(const TileGemm& kernels, const std::vector<TiledLayer>&
       backward_tile(kernels, layers, x + r0 * ldx, ldx, rows, z, y, dtop, top, sum, r0 == s0, dz, dnext, nullptr, 0);
     }
   });
-  add_shares(sums, shares.count, gradients, n_params, accumulate);
+  add_shares(sums.get(), shares.count, gradients, n_params, accumulate);
 }
 
 }  // namespace tinyfuse::cpu
