@@ -165,8 +165,10 @@ TF_HOST_DEVICE inline uint32_t grid_max_dense_base(uint32_t dims) {
 // Table entry (within its level) of grid vertex `pos`. The row-major dense index is used while
 // the level's vertices fit its table; Hash levels that do not fit hash the vertex instead, and
 // Dense/Tiled levels wrap the dense index around their table.
-TF_HOST_DEVICE inline uint32_t grid_entry(GridType type, GridHash hash, uint32_t table_size, uint32_t resolution,
-                                         const uint32_t* pos, uint32_t dims) {
+// (grid_entry before the reduction modulo the table size, for callers that reduce a power-of-two
+// size with a mask.)
+TF_HOST_DEVICE inline uint32_t grid_entry_unreduced(GridType type, GridHash hash, uint32_t table_size,
+                                                   uint32_t resolution, const uint32_t* pos, uint32_t dims) {
   uint32_t stride = 1, index = 0;
   if (resolution <= grid_max_dense_base(dims)) {
     for (uint32_t d = 0; d < dims; ++d) {
@@ -177,7 +179,12 @@ TF_HOST_DEVICE inline uint32_t grid_entry(GridType type, GridHash hash, uint32_t
     stride = 0xFFFFFFFFu;
   }
   if (type == GridType::Hash && table_size < stride) index = grid_hash(hash, pos, dims);
-  return index % table_size;
+  return index;
+}
+
+TF_HOST_DEVICE inline uint32_t grid_entry(GridType type, GridHash hash, uint32_t table_size, uint32_t resolution,
+                                         const uint32_t* pos, uint32_t dims) {
+  return grid_entry_unreduced(type, hash, table_size, resolution, pos, dims) % table_size;
 }
 
 // ---- Interpolation kernels ----

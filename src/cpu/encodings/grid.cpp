@@ -166,8 +166,11 @@ class GridEncoding final : public Encoding {
 
   // Index of the first parameter of vertex `v`'s entry in `level`.
   size_t param_index(uint32_t level, const uint32_t* v) const {
-    const uint32_t entry =
-        grid_entry(spec_.type, spec_.hash, spec_.level_table_size(level), spec_.level_resolution[level], v, D);
+    // A power-of-two table (every Hash level) is reduced with a mask, not a division: the same
+    // entry, at a fraction of the cost per corner.
+    const uint32_t size = spec_.level_table_size(level);
+    const uint32_t raw = grid_entry_unreduced(spec_.type, spec_.hash, size, spec_.level_resolution[level], v, D);
+    const uint32_t entry = (size & (size - 1)) == 0 ? raw & (size - 1) : raw % size;
     return (static_cast<size_t>(spec_.level_offset[level]) + entry) * spec_.n_features_per_level;
   }
 
@@ -186,22 +189,39 @@ class GridEncoding final : public Encoding {
     parallel_for(input.rows(), rows_per_chunk(nearest ? 1 : 1u << D), [&](int64_t b0, int64_t b1) {
       Cell<T, D> c;
       uint32_t v[D];
+      // Lookups are random reads of a table larger than the caches: a block of rows' corners
+      // is located and prefetched before any is read, so that their misses overlap.
+      constexpr int64_t kBlock = 16;
+      constexpr uint32_t kCorners = 1u << D;
+      size_t index[kBlock][kCorners];
+      T weight[kBlock][kCorners];
       for (uint32_t l = 0; l < spec_.n_levels; ++l) {
-        for (int64_t b = b0; b < b1; ++b) {
-          locate(x + b * ldx, l, c);
-          T* out = y + b * ldy + l * F;
-          if (nearest) {
+        if (nearest) {
+          for (int64_t b = b0; b < b1; ++b) {
+            locate(x + b * ldx, l, c);
             const T* p = grid + param_index(l, c.vertex);
-            for (uint32_t f = 0; f < F; ++f) out[f] = p[f];
-            continue;
+            for (uint32_t f = 0; f < F; ++f) y[b * ldy + l * F + f] = p[f];
           }
-          T acc[kMaxFeatures] = {};
-          for (uint32_t k = 0; k < (1u << D); ++k) {
-            const T w = corner(c, k, v);
-            const T* p = grid + param_index(l, v);
-            for (uint32_t f = 0; f < F; ++f) acc[f] += w * p[f];
+          continue;
+        }
+        for (int64_t blk = b0; blk < b1; blk += kBlock) {
+          const int64_t n = std::min<int64_t>(kBlock, b1 - blk);
+          for (int64_t i = 0; i < n; ++i) {
+            locate(x + (blk + i) * ldx, l, c);
+            for (uint32_t k = 0; k < kCorners; ++k) {
+              weight[i][k] = corner(c, k, v);
+              index[i][k] = param_index(l, v);
+              __builtin_prefetch(grid + index[i][k]);
+            }
           }
-          for (uint32_t f = 0; f < F; ++f) out[f] = acc[f];
+          for (int64_t i = 0; i < n; ++i) {
+            T acc[kMaxFeatures] = {};
+            for (uint32_t k = 0; k < kCorners; ++k) {
+              const T* p = grid + index[i][k];
+              for (uint32_t f = 0; f < F; ++f) acc[f] += weight[i][k] * p[f];
+            }
+            for (uint32_t f = 0; f < F; ++f) y[(blk + i) * ldy + l * F + f] = acc[f];
+          }
         }
       }
       for (int64_t b = b0; b < b1; ++b)
@@ -226,6 +246,10 @@ class GridEncoding final : public Encoding {
         const uint32_t l = static_cast<uint32_t>(li);
         if (!accumulate)
           std::fill(grads + size_t(spec_.level_offset[l]) * F, grads + size_t(spec_.level_offset[l + 1]) * F, T(0));
+        if (spec_.interpolation != GridInterpolation::Nearest && !spec_.stochastic_interpolation) {
+          scatter_level(l, x, ldx, dy, ldg, batch, grads);
+          continue;
+        }
         for (int64_t b = 0; b < batch; ++b) {
           const T* g = dy + b * ldg + l * F;
           locate(x + b * ldx, l, c);
@@ -250,6 +274,37 @@ class GridEncoding final : public Encoding {
         }
       }
     });
+  }
+
+  // Level l's interpolated gradients, rows in batch order and corners in order as the forward
+  // reads them; a block of rows' entries is located and prefetched before any is updated (the
+  // same updates in the same order: the same bits).
+  void scatter_level(uint32_t l, const T* x, int64_t ldx, const T* dy, int64_t ldg, int64_t batch, T* grads) const {
+    const uint32_t F = spec_.n_features_per_level;
+    constexpr int64_t kBlock = 16;
+    constexpr uint32_t kCorners = 1u << D;
+    size_t index[kBlock][kCorners];
+    T weight[kBlock][kCorners];
+    Cell<T, D> c;
+    uint32_t v[D];
+    for (int64_t blk = 0; blk < batch; blk += kBlock) {
+      const int64_t n = std::min<int64_t>(kBlock, batch - blk);
+      for (int64_t i = 0; i < n; ++i) {
+        locate(x + (blk + i) * ldx, l, c);
+        for (uint32_t k = 0; k < kCorners; ++k) {
+          weight[i][k] = corner(c, k, v);
+          index[i][k] = param_index(l, v);
+          __builtin_prefetch(grads + index[i][k], 1);
+        }
+      }
+      for (int64_t i = 0; i < n; ++i) {
+        const T* g = dy + (blk + i) * ldg + l * F;
+        for (uint32_t k = 0; k < kCorners; ++k) {
+          T* dst = grads + index[i][k];
+          for (uint32_t f = 0; f < F; ++f) dst[f] += weight[i][k] * g[f];
+        }
+      }
+    }
   }
 
   // dL/dx[d] = sum over levels and features of dL/dy * dy/dx[d], where dy/dx[d] is the
