@@ -79,6 +79,7 @@ TorchGridRun load_torch_grid_run(const std::string& path) {
     throw std::runtime_error("--grid-compare file '" + path + "' has no \"results\" array (torch_hashgrid.py writes one)");
   TorchGridRun run;
   run.source = path;
+  run.device = doc.value("device", "");
   if (doc.contains("ceilings") && doc["ceilings"].is_object() && doc["ceilings"].contains("copy_bytes_per_s") &&
       doc["ceilings"]["copy_bytes_per_s"].is_number())
     run.copy_bytes_per_s = doc["ceilings"]["copy_bytes_per_s"].get<double>();

@@ -34,6 +34,7 @@ std::vector<EncodingResult> run_gpu_encoding_benchmarks(const TimingPlan& plan, 
 // torch_hashgrid.py's JSON: copy bandwidth and samples/s by (variant, encoding, mode, batch).
 struct TorchGridRun {
   std::string source;
+  std::string device;  // "cpu", or the GPU's name
   double copy_bytes_per_s = 0;
   struct Figure {
     std::string variant, encoding, mode;

@@ -58,7 +58,7 @@ const char* kUsage =
     "                    batch, mode and precision, and the ratio tinyfuse / PyTorch\n"
     "  --queue-runs      cuda: queue the timed runs back to back instead of waiting for each one\n"
     "                    (each still has its own event pair)\n"
-    "  --grid-compare F  cuda: torch_hashgrid.py's JSON; adds PyTorch eager / compile samples/s of the same\n"
+    "  --grid-compare F  torch_hashgrid.py's JSON (of the same --device); adds PyTorch eager / compile samples/s of the same\n"
     "                    HashGrid rows and the ratios, and its copy bandwidth (when --ceilings gives none)\n"
     "  --modes L         MLP rows of these modes only: inference, training or both (default both)\n"
     "  --skip-mlp        run only the encoding rows\n"
@@ -244,7 +244,6 @@ Options parse_args(int argc, char** argv) {
   if (o.device == "cpu") {
     if (!o.ceilings.empty()) throw UsageError{"--ceilings is for --device cuda (the CPU run measures its own sgemm peak)"};
     if (o.queue_runs) throw UsageError{"--queue-runs is for --device cuda"};
-    if (!o.grid_compare.empty()) throw UsageError{"--grid-compare is for --device cuda"};
     if (!o.fused_kernels_left_out.empty()) throw UsageError{"--fused-kernels is for --device cuda"};
   }
   if (o.skip_mlp && o.skip_encodings) throw UsageError{"--skip-mlp and --skip-encodings together leave nothing to run"};
@@ -514,6 +513,9 @@ int run(const Options& o) {
   if (!o.grid_compare.empty()) {
     try {
       torch_grid = tb::load_torch_grid_run(o.grid_compare);
+      if ((torch_grid->device == "cpu") != (o.device == "cpu"))
+        throw std::runtime_error("--grid-compare file '" + o.grid_compare + "' was measured on '" + torch_grid->device +
+                                 "', this run is --device " + o.device + " (torch_hashgrid.py --device " + o.device + ")");
     } catch (const std::exception& e) {
       std::cerr << "tinyfuse-bench: " << e.what() << '\n';
       return 1;

@@ -15,7 +15,12 @@ CUDA events after warm-up, median of many runs, inputs rotated among several buf
 does not hold them. Also measures the copy bandwidth (the hardware limit tinyfuse-bench's byte
 model divides by).
 
-Usage: torch_hashgrid.py [--batches 14,...,22] [--out FILE.json] [--quick] [--no-compile]
+With --device cpu (beside tinyfuse-bench --device cpu --grid-compare): the table and the output in
+FP32 (the CPU backend's dtype), each run timed with the wall clock on --threads threads, the copy
+bandwidth of a 256 MiB host copy.
+
+Usage: torch_hashgrid.py [--device cuda|cpu] [--threads N] [--batches 14,...,22] [--out FILE.json] [--quick]
+                         [--no-compile]
 """
 import argparse
 import datetime
@@ -25,6 +30,7 @@ import os
 import statistics
 import sys
 import tempfile
+import time
 
 import numpy as np
 import torch
@@ -48,10 +54,23 @@ def event_time(fn, warmup, repeats):
     return statistics.median(times), min(times), max(times)
 
 
-def copy_bandwidth(warmup, repeats):
-    a = torch.empty(1 << 30, dtype=torch.float16, device="cuda").uniform_()
+def wall_time(fn, warmup, repeats):
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), min(times), max(times)
+
+
+def copy_bandwidth(device, warmup, repeats):
+    n = (1 << 30) if device == "cuda" else (1 << 27)  # 2 GiB / 256 MiB of FP16
+    a = torch.empty(n, dtype=torch.float16, device=device).uniform_()
     b = torch.empty_like(a)
-    med, _, _ = event_time(lambda: b.copy_(a), warmup, repeats)
+    timer = event_time if device == "cuda" else wall_time
+    med, _, _ = timer(lambda: b.copy_(a), warmup, repeats)
     return 2 * a.numel() * a.element_size() / med
 
 
@@ -101,11 +120,12 @@ class HashGrid(torch.nn.Module):
         return torch.cat(outs, dim=-1).to(self.table.dtype)
 
 
-def bench_case(dims, batch, mode, compiled, warmup, repeats, n_inputs=4):
+def bench_case(device, dims, batch, mode, compiled, warmup, repeats, n_inputs=4):
     torch.manual_seed(0)
-    grid = HashGrid(dims)
-    xs = [torch.rand(batch, dims, device="cuda") for _ in range(n_inputs)]
-    dy = torch.randn(batch, N_LEVELS * N_FEATURES, device="cuda", dtype=torch.float16)
+    dtype = torch.float16 if device == "cuda" else torch.float32
+    grid = HashGrid(dims, device=device, dtype=dtype)
+    xs = [torch.rand(batch, dims, device=device) for _ in range(n_inputs)]
+    dy = torch.randn(batch, N_LEVELS * N_FEATURES, device=device, dtype=dtype)
     f = torch.compile(grid) if compiled else grid
     i = [0]
     if mode == "forward":
@@ -118,37 +138,44 @@ def bench_case(dims, batch, mode, compiled, warmup, repeats, n_inputs=4):
             grid.table.grad = None
             f(xs[i[0] % n_inputs]).backward(dy)
             i[0] += 1
-    med, lo, hi = event_time(run, warmup, repeats)
+    med, lo, hi = (event_time if device == "cuda" else wall_time)(run, warmup, repeats)
     return {"median_s": med, "min_s": lo, "max_s": hi, "samples_per_s": batch / med}
 
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--batches", default="14,16,18,20,22")
+    p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    p.add_argument("--threads", type=int, help="cpu: torch.set_num_threads (default: torch's)")
+    p.add_argument("--batches", help="default cuda 14,16,18,20,22; cpu 14,16")
     p.add_argument("--out", default="torch-hashgrid.json")
     p.add_argument("--quick", action="store_true")
     p.add_argument("--no-compile", action="store_true")
     a = p.parse_args()
-    warmup, repeats = (3, 10) if a.quick else (10, 50)
-    copy_bw = copy_bandwidth(warmup, repeats)
-    print(f"copy bandwidth {copy_bw / 1e12:.2f} TB/s", file=sys.stderr)
+    cpu = a.device == "cpu"
+    if cpu and a.threads:
+        torch.set_num_threads(a.threads)
+    batches = a.batches or ("14,16" if cpu else "14,16,18,20,22")
+    warmup, repeats = ((1, 3) if a.quick else (3, 10)) if cpu else ((3, 10) if a.quick else (10, 50))
+    copy_bw = copy_bandwidth(a.device, warmup, repeats)
+    print(f"copy bandwidth {copy_bw / 1e9:.1f} GB/s", file=sys.stderr)
     results = []
     for dims in (2, 3):
-        for lb in [int(b) for b in a.batches.split(",")]:
+        for lb in [int(b) for b in batches.split(",")]:
             for mode in ("forward", "forward+backward"):
                 for compiled in ((False,) if a.no_compile else (False, True)):
                     name = f"torch {'compile' if compiled else 'eager'} HashGrid {dims}D {mode} batch 2^{lb}"
                     print(name, file=sys.stderr, flush=True)
                     try:
-                        r = bench_case(dims, 1 << lb, mode, compiled, warmup, repeats)
+                        r = bench_case(a.device, dims, 1 << lb, mode, compiled, warmup, repeats)
                     except Exception as e:  # noqa: BLE001 - report and go on
                         r = {"error": str(e)[:300]}
                     r.update({"framework": "torch", "variant": "compile" if compiled else "eager",
                               "encoding": f"HashGrid {dims}D", "mode": mode, "batch": 1 << lb,
-                              "precision": "fp16 params, fp32 math"})
+                              "precision": "fp32" if cpu else "fp16 params, fp32 math"})
                     results.append(r)
     doc = {"tool": "torch_hashgrid.py", "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
-           "torch": torch.__version__, "device": torch.cuda.get_device_name(),
+           "torch": torch.__version__, "device": "cpu" if cpu else torch.cuda.get_device_name(),
+           "threads": torch.get_num_threads() if cpu else None,
            "config": {"n_levels": N_LEVELS, "n_features_per_level": N_FEATURES, "log2_hashmap_size": LOG2_T,
                       "base_resolution": BASE, "per_level_scale": SCALE},
            "ceilings": {"copy_bytes_per_s": copy_bw}, "results": results}
