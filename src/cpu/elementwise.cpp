@@ -1,18 +1,9 @@
 #include "cpu/elementwise.h"
 
 #include "core/activation_math.h"
+#include "cpu/isa_clones.h"
 
-// Each entry point is built for AVX-512, AVX2 and the baseline; the loader picks one per CPU
-// (GCC and Clang on x86-64 ELF; elsewhere the baseline alone). This file is compiled with
-// floating-point contraction off (src/CMakeLists.txt): the AVX-512 clone would otherwise fuse
-// multiplies and adds the baseline rounds separately.
-#if defined(__x86_64__) && defined(__ELF__) && (defined(__GNUC__) || defined(__clang__))
-#define TINYFUSE_ISA_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#define TINYFUSE_ALWAYS_INLINE inline __attribute__((always_inline))
-#else
-#define TINYFUSE_ISA_CLONES
-#define TINYFUSE_ALWAYS_INLINE inline
-#endif
+// Each entry point is built for AVX-512, AVX2 and the baseline (isa_clones.h).
 
 namespace tinyfuse::cpu {
 

@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
+#include "core/encodings/oneblob_math.h"
 #include "testing/gradcheck.h"
 
 using namespace tinyfuse;
@@ -341,6 +343,32 @@ TEST(OneBlobEncoding, ForwardMatchesQuarticKernel) {
   }
   // Default otype is OneBlob, as in tiny-cuda-nn.
   EXPECT_EQ(create_encoding(json::object(), 2)->hyperparams(), json({{"otype", "OneBlob"}, {"n_bins", 16}}));
+}
+
+// The CPU encoder computes each bin boundary once in a vectorised pass: the same bits as the
+// scalar definition (oneblob_math.h's oneblob_encode), for FP32 and FP64, bins 1 to 1024,
+// inputs inside and outside [0, 1].
+TEST(OneBlobEncoding, CpuFeaturesAreBitwiseTheScalarDefinition) {
+  Pcg32 rng(17);
+  for (const uint32_t bins : {1u, 2u, 16u, 64u, 1024u}) {
+    std::vector<float> xs = {0.0f, 1.0f, 0.5f, -0.25f, 1.75f, 1e-7f};
+    for (int i = 0; i < 40; ++i) xs.push_back(rng.uniform(-0.5f, 1.5f));
+    const int64_t n = static_cast<int64_t>(xs.size());
+    auto enc = create_encoding({{"otype", "OneBlob"}, {"n_bins", bins}}, 1);
+    std::vector<float> out(n * enc->padded_output_width(), NAN);
+    enc->inference(TensorView::matrix(xs.data(), n, 1), TensorView::matrix(out.data(), n, enc->padded_output_width()));
+    auto enc64 = make64({{"otype", "OneBlob"}, {"n_bins", bins}}, 1);
+    for (int64_t i = 0; i < n; ++i) {
+      std::vector<float> expect(bins);
+      oneblob_encode(bins, xs[i], expect.data());
+      ASSERT_EQ(0, std::memcmp(expect.data(), out.data() + i * enc->padded_output_width(), bins * sizeof(float)))
+          << bins << " bins, x " << xs[i];
+      std::vector<double> expect64(bins);
+      oneblob_encode(bins, double(xs[i]), expect64.data());
+      const std::vector<double> got64 = run(*enc64, {double(xs[i])});
+      ASSERT_EQ(0, std::memcmp(expect64.data(), got64.data(), bins * sizeof(double))) << bins << " bins FP64";
+    }
+  }
 }
 
 // Direction d (unit) -> the encoding's input (d + 1) / 2.

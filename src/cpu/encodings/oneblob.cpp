@@ -3,10 +3,25 @@
 #include "core/encodings/basic_config.h"
 #include "core/encodings/oneblob_math.h"
 #include "cpu/encodings/cpu_encoding.h"
+#include "cpu/isa_clones.h"
 
 namespace tinyfuse::cpu {
 
 namespace {
+
+// oneblob_encode's features, every bin boundary's wrapped CDF computed once in a loop that
+// vectorises (the same operations per boundary, the same bits): out[k] = C(k + 1) - C(k).
+template <typename T>
+TINYFUSE_ALWAYS_INLINE void encode_bins(uint32_t n_bins, T x, T* __restrict out) {
+  T c[1025];  // n_bins <= 1024 (basic_config.cpp)
+  const T n = T(n_bins);
+  c[0] = oneblob_wrapped_cdf(T(0), x, n);
+  for (uint32_t k = 1; k <= n_bins; ++k) c[k] = oneblob_wrapped_cdf(T(k) / n, x, n);
+  for (uint32_t k = 0; k < n_bins; ++k) out[k] = c[k + 1] - c[k];
+}
+
+TINYFUSE_ISA_CLONES void encode_bins_dispatched(uint32_t n_bins, float x, float* out) { encode_bins(n_bins, x, out); }
+TINYFUSE_ISA_CLONES void encode_bins_dispatched(uint32_t n_bins, double x, double* out) { encode_bins(n_bins, x, out); }
 
 template <typename T>
 class OneBlobEncoding final : public RowwiseEncoding<T> {
@@ -17,7 +32,7 @@ class OneBlobEncoding final : public RowwiseEncoding<T> {
 
  protected:
   void encode_row(const T* x, T* y) const override {
-    for (uint32_t d = 0; d < this->input_width(); ++d) oneblob_encode(n_bins_, x[d], y + d * n_bins_);
+    for (uint32_t d = 0; d < this->input_width(); ++d) encode_bins_dispatched(n_bins_, x[d], y + d * n_bins_);
   }
   void backward_row(const T* x, const T* dL_dy, T* dx) const override {
     for (uint32_t d = 0; d < this->input_width(); ++d) dx[d] = oneblob_backward(n_bins_, x[d], dL_dy + d * n_bins_);
