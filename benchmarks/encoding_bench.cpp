@@ -62,6 +62,65 @@ EncodingResult run_case(Device device, uint32_t dims, bool backward, int64_t bat
   return r;
 }
 
+// The parameter-free encodings of tiny-cuda-nn's models, on 3-D inputs.
+struct BasicEncoding {
+  const char* name;
+  json config;
+};
+
+const std::vector<BasicEncoding>& basic_encodings() {
+  static const std::vector<BasicEncoding> list = {
+      {"Frequency 3D", {{"otype", "Frequency"}, {"n_frequencies", 12}}},
+      {"TriangleWave 3D", {{"otype", "TriangleWave"}, {"n_frequencies", 12}}},
+      {"OneBlob 3D", {{"otype", "OneBlob"}, {"n_bins", 32}}},
+      {"SphericalHarmonics 3D", {{"otype", "SphericalHarmonics"}, {"degree", 4}}},
+  };
+  return list;
+}
+
+// forward: inference; forward+backward: a forward that prepares input gradients, then the
+// backward's dL/dinput (these encodings have no parameters).
+EncodingResult run_basic_case(Device device, const BasicEncoding& e, bool backward, int64_t batch,
+                              const TimingPlan& plan) {
+  EncodingResult r;
+  r.name = e.name;
+  r.mode = backward ? "forward+backward" : "forward";
+  r.batch = batch;
+  try {
+    constexpr uint32_t dims = 3;
+    auto enc = create_encoding(e.config, dims, {device});
+    const uint32_t w = enc->padded_output_width();
+    const DType it = enc->input_dtype(), ot = enc->output_dtype();
+    Buffer in(device, batch * dims * dtype_size(it)), out(device, batch * w * dtype_size(ot));
+    Buffer dout(device, batch * w * dtype_size(ot)), din(device, batch * dims * dtype_size(it));
+    const TensorView iv = in.matrix(it, batch, dims), ov = out.matrix(ot, batch, w), dv = dout.matrix(ot, batch, w);
+    const TensorView div = din.matrix(it, batch, dims);
+    Pcg32 rng(1337);
+    std::vector<float> x(batch * dims), g(batch * w);
+    for (auto& v : g) v = rng.next_float() - 0.5f;
+    copy_tensor(dv, TensorView::matrix(g.data(), batch, w));
+    r.seconds = time_runs(
+        plan,
+        [&] {
+          for (auto& v : x) v = rng.next_float();
+          copy_tensor(iv, TensorView::matrix(x.data(), batch, dims));
+        },
+        [&] {
+          if (backward) {
+            auto ctx = enc->forward(iv, &ov, false, true);
+            enc->backward(*ctx, iv, ov, dv, &div, false, GradientMode::Ignore);
+          } else {
+            enc->inference(iv, ov);
+          }
+          synchronize(device, iv.stream);
+        });
+    r.ok = true;
+  } catch (const std::exception& ex) {
+    r.error = ex.what();
+  }
+  return r;
+}
+
 }  // namespace
 
 std::vector<EncodingResult> run_encoding_benchmarks(Device device, const TimingPlan& plan,
@@ -70,6 +129,9 @@ std::vector<EncodingResult> run_encoding_benchmarks(Device device, const TimingP
   for (uint32_t dims : {2u, 3u})
     for (bool backward : {false, true})
       for (int64_t batch : batches) out.push_back(run_case(device, dims, backward, batch, plan));
+  for (const BasicEncoding& e : basic_encodings())
+    for (bool backward : {false, true})
+      for (int64_t batch : batches) out.push_back(run_basic_case(device, e, backward, batch, plan));
   return out;
 }
 

@@ -1,5 +1,7 @@
-// Throughput of the grid encodings: HashGrid over 2-D and 3-D inputs, 16 levels of 2 features
-// (tiny-cuda-nn's defaults otherwise), forward alone and forward + backward (parameter gradients).
+// Throughput of the encodings: HashGrid over 2-D and 3-D inputs, 16 levels of 2 features
+// (tiny-cuda-nn's defaults otherwise), forward alone and forward + backward (parameter gradients);
+// on the CPU also Frequency and TriangleWave (12 frequencies), OneBlob (32 bins) and
+// SphericalHarmonics (degree 4) over 3-D inputs, forward and forward + backward (input gradients).
 #pragma once
 
 #include <optional>

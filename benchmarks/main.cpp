@@ -522,7 +522,9 @@ int run(const Options& o) {
     }
   }
   if (!o.skip_encodings) {
-    std::cerr << "[encodings] HashGrid 2D / 3D, 16 levels x 2 features, forward and forward+backward ...\n";
+    std::cerr << "[encodings] HashGrid 2D / 3D, 16 levels x 2 features"
+              << (gpu ? "" : "; Frequency, TriangleWave, OneBlob, SphericalHarmonics 3D")
+              << ", forward and forward+backward ...\n";
 #ifdef TINYFUSE_BENCH_CUDA
     if (gpu)
       encodings = tb::run_gpu_encoding_benchmarks(r.plan, r.batches);
@@ -535,7 +537,7 @@ int run(const Options& o) {
 
   tb::print_report(std::cout, r);
   if (!encodings.empty()) {
-    std::cout << "\nencoding      mode               backward       batch      samples/s (median)   params     "
+    std::cout << "\nencoding              mode               backward       batch      samples/s (median)   params     "
                  "% copy limit  x eager  x compile\n";
     for (const auto& e : encodings) {
       char line[300];
@@ -547,13 +549,13 @@ int run(const Options& o) {
           std::snprintf(b, sizeof b, fmt, *v);
           return std::string(b);
         };
-        std::snprintf(line, sizeof line, "%-13s %-18s %-14s %-10lld %18s   %-10zu %12s  %7s  %9s\n", e.name.c_str(),
+        std::snprintf(line, sizeof line, "%-21s %-18s %-14s %-10lld %18s   %-10zu %12s  %7s  %9s\n", e.name.c_str(),
                       e.mode.c_str(), e.backward_mode.empty() ? "-" : e.backward_mode.c_str(),
                       static_cast<long long>(e.batch), tb::si(e.samples_per_second()).c_str(), e.n_params,
                       num(c.percent_of_copy_limit, "%.1f").c_str(), num(c.x_eager, "%.2f").c_str(),
                       num(c.x_compile, "%.2f").c_str());
       } else {
-        std::snprintf(line, sizeof line, "%-13s %-18s %-14s %-10lld failed: %.100s\n", e.name.c_str(), e.mode.c_str(),
+        std::snprintf(line, sizeof line, "%-21s %-18s %-14s %-10lld failed: %.100s\n", e.name.c_str(), e.mode.c_str(),
                       e.backward_mode.c_str(), static_cast<long long>(e.batch), e.error.c_str());
       }
       std::cout << line;

@@ -8,7 +8,9 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/encodings/frequency_math.h"
 #include "core/encodings/oneblob_math.h"
+#include "core/encodings/triangle_wave_math.h"
 #include "testing/gradcheck.h"
 
 using namespace tinyfuse;
@@ -369,6 +371,78 @@ TEST(OneBlobEncoding, CpuFeaturesAreBitwiseTheScalarDefinition) {
       ASSERT_EQ(0, std::memcmp(expect64.data(), got64.data(), bins * sizeof(double))) << bins << " bins FP64";
     }
   }
+}
+
+// The FP32 Frequency encoder's own vectorised sin and cos (cpu/encodings/frequency.cpp): within a
+// few ulp of FP64 for inputs whose phases it reduces, the library's sin and cos beyond them, NaN
+// for NaN and Inf; its input gradient likewise.
+TEST(FrequencyEncoding, Fp32SinAndCosAreWithinAFewUlpOfFp64) {
+  const uint32_t F = 12;
+  std::vector<float> xs = {0.0f, -0.0f, 1.0f, -1.0f, 0.5f, 0.25f, 1e-30f, 1.2f, 1000.0f, -3e5f, INFINITY, NAN};
+  Pcg32 rng(8);
+  for (int i = 0; i < 500; ++i) xs.push_back(rng.uniform(-1.25f, 1.25f));
+  const int64_t n = static_cast<int64_t>(xs.size());
+  auto enc = create_encoding({{"otype", "Frequency"}, {"n_frequencies", F}}, 1);
+  const uint32_t w = enc->padded_output_width();
+  std::vector<float> out(n * w), g(n * w), dx(n);
+  for (auto& v : g) v = rng.uniform(-1.0f, 1.0f);
+  const TensorView xv = TensorView::matrix(xs.data(), n, 1);
+  enc->inference(xv, TensorView::matrix(out.data(), n, w));
+  auto ctx = enc->forward(xv, nullptr, false, true);
+  const TensorView dxv = TensorView::matrix(dx.data(), n, 1);
+  enc->backward(*ctx, xv, TensorView{}, TensorView::matrix(g.data(), n, w), &dxv, false, GradientMode::Ignore);
+  for (int64_t i = 0; i < n; ++i) {
+    std::vector<double> ref(2 * F), gd(g.begin() + i * w, g.begin() + i * w + 2 * F);
+    frequency_encode(F, double(xs[i]), ref.data());
+    const double dref = frequency_backward(F, double(xs[i]), gd.data());
+    if (!std::isfinite(xs[i])) {
+      for (uint32_t j = 0; j < 2 * F; ++j) EXPECT_TRUE(std::isnan(out[i * w + j])) << xs[i];
+      continue;
+    }
+    // The phase itself is FP32 (pi rounded, then the product: relative 9e-8 of up to 2^11 pi):
+    // the features can move by that much; the rest is the sin and cos.
+    double scale = 0;
+    for (uint32_t k = 0; k < F; ++k) {
+      const double phase_error = std::abs(std::ldexp(double(xs[i]), k) * 3.14159265358979) * 1.2e-7;
+      for (uint32_t j : {2 * k, 2 * k + 1})
+        ASSERT_NEAR(out[i * w + j], ref[j], phase_error + 3e-7) << "x " << xs[i] << " feature " << j;
+      scale += std::ldexp(3.2, k) * (std::abs(gd[2 * k]) + std::abs(gd[2 * k + 1])) * (phase_error + 3e-7);
+    }
+    EXPECT_NEAR(dx[i], dref, scale + 1e-6 * std::abs(dref)) << "x " << xs[i];
+  }
+}
+
+// The CPU's TriangleWave row loops (vectorised) give the scalar definition's bits
+// (triangle_wave_math.h), forward and input gradient, FP32 and FP64.
+template <typename T>
+void check_triangle_wave_rows() {
+  const uint32_t F = 12, D = 3;
+  Pcg32 rng(5);
+  const int64_t n = 300;
+  std::vector<T> x(n * D), g(n * D * F), y(n * D * F), dx(n * D);
+  for (auto& v : x) v = T(rng.uniform(-1.5f, 2.5f));
+  x[0] = T(0), x[1] = T(0.5), x[2] = -T(0);
+  for (auto& v : g) v = T(rng.uniform(-1.0f, 1.0f));
+  BuildOptions o;
+  o.cpu_precision = std::is_same_v<T, double> ? DType::F64 : DType::F32;
+  auto enc = create_encoding({{"otype", "TriangleWave"}, {"n_frequencies", F}}, D, o);
+  const TensorView xv = TensorView::matrix(x.data(), n, D);
+  enc->inference(xv, TensorView::matrix(y.data(), n, D * F));
+  auto ctx = enc->forward(xv, nullptr, false, true);
+  const TensorView dxv = TensorView::matrix(dx.data(), n, D);
+  enc->backward(*ctx, xv, TensorView{}, TensorView::matrix(g.data(), n, D * F), &dxv, false, GradientMode::Ignore);
+  for (int64_t i = 0; i < n * D; ++i) {
+    T expect[F];
+    triangle_wave_encode(F, x[i], expect);
+    ASSERT_EQ(0, std::memcmp(expect, y.data() + i * F, sizeof expect)) << "x " << double(x[i]);
+    const T dexpect = triangle_wave_backward(F, x[i], g.data() + i * F);
+    ASSERT_EQ(0, std::memcmp(&dexpect, &dx[i], sizeof(T))) << "x " << double(x[i]);
+  }
+}
+
+TEST(TriangleWaveEncoding, CpuRowsAreBitwiseTheScalarDefinition) {
+  check_triangle_wave_rows<float>();
+  check_triangle_wave_rows<double>();
 }
 
 // Direction d (unit) -> the encoding's input (d + 1) / 2.

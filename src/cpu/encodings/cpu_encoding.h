@@ -2,6 +2,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -45,6 +46,14 @@ class RowwiseEncoding : public ParameterFreeEncoding<PaddableEncoding> {
     const T* x = input.ptr<T>();
     const T* g = dL_doutput.ptr<T>();
     T* gx = dL_dinput->ptr<T>();
+    if (input.rows_dense() && dL_doutput.rows_dense() && dL_dinput->rows_dense() && !overlapping(input, *dL_dinput) &&
+        !overlapping(dL_doutput, *dL_dinput)) {
+      const int64_t ldx = input.strides[0], ldg = dL_doutput.strides[0], ldd = dL_dinput->strides[0];
+      parallel_for(batch, kGrain, [&](int64_t b0, int64_t b1) {
+        backward_rows(x + b0 * ldx, ldx, g + b0 * ldg + first, ldg, gx + b0 * ldd, ldd, b1 - b0);
+      });
+      return;
+    }
     parallel_for(batch, kGrain, [&](int64_t b0, int64_t b1) {
       std::vector<T> xs(n_in), gs(n_out), dx(n_in);
       for (int64_t b = b0; b < b1; ++b) {
@@ -107,8 +116,35 @@ class RowwiseEncoding : public ParameterFreeEncoding<PaddableEncoding> {
   // feature j: the change of backward_row's dx along v.
   virtual void hessian_row(const T* x, const T* v, const T* dL_dy, T* dx) const = 0;
 
+  // encode_row over `rows` rows with features adjacent (x rows ldx apart, y's features from y, rows
+  // ldy apart), and backward_row likewise (dx written, not added to). An encoding overrides them
+  // with loops the compiler vectorises; the results must be encode_row's and backward_row's.
+  virtual void encode_rows(const T* x, int64_t ldx, T* y, int64_t ldy, int64_t rows) const {
+    for (int64_t r = 0; r < rows; ++r) encode_row(x + r * ldx, y + r * ldy);
+  }
+  virtual void backward_rows(const T* x, int64_t ldx, const T* dL_dy, int64_t ldg, T* dx, int64_t ldd,
+                             int64_t rows) const {
+    for (int64_t r = 0; r < rows; ++r) {
+      std::fill(dx + r * ldd, dx + r * ldd + input_width(), T(0));
+      backward_row(x + r * ldx, dL_dy + r * ldg, dx + r * ldd);
+    }
+  }
+
  private:
   static constexpr int64_t kGrain = 128;
+
+  // Whether two views' spans of memory meet (the row loops write as they read; the general path
+  // copies each row first, so in-place calls take it).
+  static bool overlapping(const TensorView& a, const TensorView& b) {
+    auto span = [](const TensorView& t) {
+      const auto p = reinterpret_cast<uintptr_t>(t.data);
+      const int64_t last = t.rows() > 0 && t.cols() > 0 ? (t.rows() - 1) * t.strides[0] + (t.cols() - 1) * t.strides[1] : -1;
+      return std::pair<uintptr_t, uintptr_t>(p, p + static_cast<uintptr_t>((last + 1) * static_cast<int64_t>(dtype_size(t.dtype))));
+    };
+    const auto [a0, a1] = span(a);
+    const auto [b0, b1] = span(b);
+    return a0 < b1 && b0 < a1;
+  }
 
   void encode(const TensorView& input, const TensorView& output) const {
     const uint32_t n_in = input_width(), n_out = output_width(), n_pad = padding();
@@ -117,6 +153,14 @@ class RowwiseEncoding : public ParameterFreeEncoding<PaddableEncoding> {
     check_matrix(output, "output", input.rows(), padded_output_width(), dtype_of<T>::value, Device::CPU);
     const T* x = input.ptr<T>();
     T* y = output.ptr<T>();
+    if (input.rows_dense() && output.rows_dense() && !overlapping(input, output)) {
+      const int64_t ldx = input.strides[0], ldy = output.strides[0];
+      parallel_for(input.rows(), kGrain, [&](int64_t b0, int64_t b1) {
+        encode_rows(x + b0 * ldx, ldx, y + b0 * ldy + first, ldy, b1 - b0);
+        for (int64_t b = b0; b < b1; ++b) std::fill(y + b * ldy + pad_begin, y + b * ldy + pad_begin + n_pad, T(1));
+      });
+      return;
+    }
     parallel_for(input.rows(), kGrain, [&](int64_t b0, int64_t b1) {
       std::vector<T> xs(n_in), ys(n_out);
       for (int64_t b = b0; b < b1; ++b) {
