@@ -81,9 +81,10 @@ class HashGrid(torch.nn.Module):
     builds its models' grids with it."""
 
     def __init__(self, dims, n_levels=N_LEVELS, n_features=N_FEATURES, log2_hashmap_size=LOG2_T,
-                 base_resolution=BASE, per_level_scale=SCALE, device="cuda", dtype=torch.float16):
+                 base_resolution=BASE, per_level_scale=SCALE, device="cuda", dtype=torch.float16, smoothstep=False):
         super().__init__()
         self.dims = dims
+        self.smoothstep = smoothstep  # "interpolation": "Smoothstep": weights through t^2 (3 - 2t)
         scales, res, sizes, offsets = [], [], [], [0]
         log2_scale = np.log2(np.float32(per_level_scale))  # in float, as tiny-cuda-nn (and tinyfuse) compute it
         for l in range(n_levels):
@@ -104,6 +105,8 @@ class HashGrid(torch.nn.Module):
             pos = x * self.scales[l] + 0.5
             fl = torch.floor(pos)
             frac = pos - fl
+            if self.smoothstep:
+                frac = frac * frac * (3 - 2 * frac)
             v = fl.to(torch.int64).unsqueeze(1) + self.corners  # (B, 2^D, D)
             if self.res[l] ** self.dims <= self.sizes[l]:
                 stride = torch.tensor([self.res[l] ** d for d in range(self.dims)], device=x.device)

@@ -160,7 +160,9 @@ class SphericalHarmonics(torch.nn.Module):
 
 def mlp(n_in, n_out, net, device):
     """FullyFusedMLP's shape: n_hidden_layers hidden layers of n_neurons, no biases."""
-    acts = {"None": None, "ReLU": torch.nn.ReLU, "Sigmoid": torch.nn.Sigmoid}
+    # Softplus as tiny-cuda-nn (and tinyfuse) define it: log(1 + exp(10 x)) / 10.
+    acts = {"None": None, "ReLU": torch.nn.ReLU, "Sigmoid": torch.nn.Sigmoid,
+            "Softplus": lambda: torch.nn.Softplus(beta=10.0)}
     layers, width = [], n_in
     for _ in range(net["n_hidden_layers"]):
         layers += [torch.nn.Linear(width, net["n_neurons"], bias=False), acts[net.get("activation", "ReLU")]()]
@@ -177,7 +179,8 @@ def encoding(cfg, n_in, device):
     otype = cfg["otype"]
     if otype in ("HashGrid", "Grid"):
         g = HashGrid(n_in, cfg.get("n_levels", 16), cfg.get("n_features_per_level", 2), cfg.get("log2_hashmap_size", 19),
-                     cfg.get("base_resolution", 16), cfg.get("per_level_scale", 2.0), device=device, dtype=torch.float32)
+                     cfg.get("base_resolution", 16), cfg.get("per_level_scale", 2.0), device=device, dtype=torch.float32,
+                     smoothstep=cfg.get("interpolation", "Linear") == "Smoothstep")
         return g, cfg.get("n_levels", 16) * cfg.get("n_features_per_level", 2)
     if otype == "OneBlob":
         return OneBlob(cfg["n_bins"], device), n_in * cfg["n_bins"]
