@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "core/activation_math.h"
@@ -111,6 +113,25 @@ TEST(TileGemm, TheChosenKernelsAreOnesThisCpuRuns) {
     return;
   }
   EXPECT_EQ(chosen, cpu::tile_gemm_for(chosen->isa));
+}
+
+// A TINYFUSE_CPU_ISA the library does not know is an error naming the accepted values (ctest
+// cpu_mlp_engine_bad_isa runs this with one set; elsewhere it skips).
+TEST(TileGemm, AnUnknownIsaCapIsAnErrorNamingTheChoices) {
+  const char* cap = std::getenv("TINYFUSE_CPU_ISA");
+  if (!cap || std::string(cap).empty() || std::string(cap) == "avx512f" || std::string(cap) == "avx2" ||
+      std::string(cap) == "baseline")
+    GTEST_SKIP() << "skipped: TINYFUSE_CPU_ISA is unset or valid here";
+  for (int attempt = 0; attempt < 2; ++attempt) {  // every call says it, not only the first
+    try {
+      cpu::tile_gemm();
+      FAIL() << "no error for TINYFUSE_CPU_ISA=" << cap;
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(cap), std::string::npos) << what;
+      EXPECT_NE(what.find("avx512f, avx2 or baseline"), std::string::npos) << what;
+    }
+  }
 }
 
 // An MLP in FP64 over the same float weights: y_l = act_l(W_l y_{l-1} + b_l).
