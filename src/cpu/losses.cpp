@@ -4,6 +4,7 @@
 
 #include "core/loss_config.h"
 #include "core/loss_math.h"
+#include "core/view_overlap.h"
 #include "cpu/parallel.h"
 
 namespace tinyfuse::cpu {
@@ -51,7 +52,12 @@ class CpuLoss final : public Loss {
   void rows(float loss_scale, int64_t batch, const TensorView& prediction, const TensorView& target,
             const TensorView& values, const TensorView& gradients, const TensorView* data_pdf, int64_t b0,
             int64_t b1) const {
-    if (prediction.rows_dense() && target.rows_dense() && values.rows_dense() && gradients.rows_dense() &&
+    // (The dense loops write gradients before they read the prediction again: views that share
+    // memory take the general loop, which reads each element before writing it.)
+    const bool disjoint = !views_overlap(gradients, prediction) && !views_overlap(gradients, target) &&
+                          !views_overlap(values, prediction) && !views_overlap(values, target) &&
+                          (!data_pdf || (!views_overlap(gradients, *data_pdf) && !views_overlap(values, *data_pdf)));
+    if (disjoint && prediction.rows_dense() && target.rows_dense() && values.rows_dense() && gradients.rows_dense() &&
         (!data_pdf || data_pdf->rows_dense())) {
 #define TINYFUSE_LOSS_CASE(K)                                                                                \
   case K:                                                                                                    \

@@ -210,6 +210,27 @@ TEST(Losses, DenseAndStridedViewsGiveTheSameBits) {
       }
 }
 
+// Gradients written over the prediction (in place) are what a separate buffer receives, and the
+// values are unchanged: the loss reads each element before it writes it.
+TEST(Losses, InPlaceGradientsEqualSeparateOnes) {
+  const int64_t batch = 33, width = 16, dims = 3;
+  for (const std::string& name : {std::string("L2"), std::string("RelativeL2"), std::string("L1")}) {
+    auto loss = create_loss({{"otype", name}});
+    Pcg32 rng(4);
+    std::vector<float> pred(batch * width), target(batch * dims);
+    for (auto& v : pred) v = rng.uniform(0.1f, 1.0f);
+    for (auto& v : target) v = rng.uniform(0.0f, 1.0f);
+    std::vector<float> grads(batch * width), values(batch), in_place = pred, in_place_values(batch);
+    const TensorView t = TensorView::matrix(target.data(), batch, dims);
+    loss->evaluate(2.0f, TensorView::matrix(pred.data(), batch, width), t, TensorView::matrix(values.data(), batch, 1),
+                   TensorView::matrix(grads.data(), batch, width));
+    const TensorView ip = TensorView::matrix(in_place.data(), batch, width);
+    loss->evaluate(2.0f, ip, t, TensorView::matrix(in_place_values.data(), batch, 1), ip);
+    EXPECT_EQ(0, std::memcmp(grads.data(), in_place.data(), grads.size() * 4)) << name;
+    EXPECT_EQ(0, std::memcmp(values.data(), in_place_values.data(), values.size() * 4)) << name;
+  }
+}
+
 TEST(Losses, RejectBadShapes) {
   auto loss = create_loss({{"otype", "L2"}});
   std::vector<float> a(64), b(64), c(64), d(64);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/encodings/parameter_free_encoding.h"
+#include "core/view_overlap.h"
 #include "cpu/parallel.h"
 #include "tinyfuse/encoding.h"
 
@@ -46,8 +47,8 @@ class RowwiseEncoding : public ParameterFreeEncoding<PaddableEncoding> {
     const T* x = input.ptr<T>();
     const T* g = dL_doutput.ptr<T>();
     T* gx = dL_dinput->ptr<T>();
-    if (input.rows_dense() && dL_doutput.rows_dense() && dL_dinput->rows_dense() && !overlapping(input, *dL_dinput) &&
-        !overlapping(dL_doutput, *dL_dinput)) {
+    if (input.rows_dense() && dL_doutput.rows_dense() && dL_dinput->rows_dense() && !views_overlap(input, *dL_dinput) &&
+        !views_overlap(dL_doutput, *dL_dinput)) {
       const int64_t ldx = input.strides[0], ldg = dL_doutput.strides[0], ldd = dL_dinput->strides[0];
       parallel_for(batch, kGrain, [&](int64_t b0, int64_t b1) {
         backward_rows(x + b0 * ldx, ldx, g + b0 * ldg + first, ldg, gx + b0 * ldd, ldd, b1 - b0);
@@ -133,19 +134,6 @@ class RowwiseEncoding : public ParameterFreeEncoding<PaddableEncoding> {
  private:
   static constexpr int64_t kGrain = 128;
 
-  // Whether two views' spans of memory meet (the row loops write as they read; the general path
-  // copies each row first, so in-place calls take it).
-  static bool overlapping(const TensorView& a, const TensorView& b) {
-    auto span = [](const TensorView& t) {
-      const auto p = reinterpret_cast<uintptr_t>(t.data);
-      const int64_t last = t.rows() > 0 && t.cols() > 0 ? (t.rows() - 1) * t.strides[0] + (t.cols() - 1) * t.strides[1] : -1;
-      return std::pair<uintptr_t, uintptr_t>(p, p + static_cast<uintptr_t>((last + 1) * static_cast<int64_t>(dtype_size(t.dtype))));
-    };
-    const auto [a0, a1] = span(a);
-    const auto [b0, b1] = span(b);
-    return a0 < b1 && b0 < a1;
-  }
-
   void encode(const TensorView& input, const TensorView& output) const {
     const uint32_t n_in = input_width(), n_out = output_width(), n_pad = padding();
     const uint32_t first = first_feature(), pad_begin = padding_begin();
@@ -153,7 +141,7 @@ class RowwiseEncoding : public ParameterFreeEncoding<PaddableEncoding> {
     check_matrix(output, "output", input.rows(), padded_output_width(), dtype_of<T>::value, Device::CPU);
     const T* x = input.ptr<T>();
     T* y = output.ptr<T>();
-    if (input.rows_dense() && output.rows_dense() && !overlapping(input, output)) {
+    if (input.rows_dense() && output.rows_dense() && !views_overlap(input, output)) {
       const int64_t ldx = input.strides[0], ldy = output.strides[0];
       parallel_for(input.rows(), kGrain, [&](int64_t b0, int64_t b1) {
         encode_rows(x + b0 * ldx, ldx, y + b0 * ldy + first, ldy, b1 - b0);
