@@ -12,7 +12,9 @@ namespace tinyfuse::cpu {
 
 namespace {
 
-// Rows per tile: a 128-wide tile's input, z and y fit a 1 MiB L2; a 64-wide one's fit L1 twice.
+// Rows per tile: at 64 wide a tile of one layer is 24 KiB, so a product's input and output share
+// the L1; at 128 wide the training sweep's whole tile (z and y of three layers) is 288 KiB of L2.
+// A multiple of the kernels' block heights (6, 8, 12, 16).
 constexpr int64_t kTileRows = 96;
 // The backward's per-share weight-gradient sums: at most this many shares (each a copy of the
 // parameter gradients), each a whole number of tiles.
