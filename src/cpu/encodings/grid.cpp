@@ -188,13 +188,7 @@ class GridEncoding final : public Encoding {
     const bool nearest = spec_.interpolation == GridInterpolation::Nearest;
     parallel_for(input.rows(), rows_per_chunk(nearest ? 1 : 1u << D), [&](int64_t b0, int64_t b1) {
       Cell<T, D> c;
-      uint32_t v[D];
-      // Lookups are random reads of a table larger than the caches: a block of rows' corners
-      // is located and prefetched before any is read, so that their misses overlap.
-      constexpr int64_t kBlock = 16;
-      constexpr uint32_t kCorners = 1u << D;
-      size_t index[kBlock][kCorners];
-      T weight[kBlock][kCorners];
+      CornerBlock block;
       for (uint32_t l = 0; l < spec_.n_levels; ++l) {
         if (nearest) {
           for (int64_t b = b0; b < b1; ++b) {
@@ -204,21 +198,14 @@ class GridEncoding final : public Encoding {
           }
           continue;
         }
-        for (int64_t blk = b0; blk < b1; blk += kBlock) {
-          const int64_t n = std::min<int64_t>(kBlock, b1 - blk);
-          for (int64_t i = 0; i < n; ++i) {
-            locate(x + (blk + i) * ldx, l, c);
-            for (uint32_t k = 0; k < kCorners; ++k) {
-              weight[i][k] = corner(c, k, v);
-              index[i][k] = param_index(l, v);
-              __builtin_prefetch(grid + index[i][k]);
-            }
-          }
+        for (int64_t blk = b0; blk < b1; blk += CornerBlock::kRows) {
+          const int64_t n = std::min<int64_t>(CornerBlock::kRows, b1 - blk);
+          locate_block(l, x + blk * ldx, ldx, n, grid, false, block);
           for (int64_t i = 0; i < n; ++i) {
             T acc[kMaxFeatures] = {};
-            for (uint32_t k = 0; k < kCorners; ++k) {
-              const T* p = grid + index[i][k];
-              for (uint32_t f = 0; f < F; ++f) acc[f] += weight[i][k] * p[f];
+            for (uint32_t k = 0; k < CornerBlock::kCorners; ++k) {
+              const T* p = grid + block.index[i][k];
+              for (uint32_t f = 0; f < F; ++f) acc[f] += block.weight[i][k] * p[f];
             }
             for (uint32_t f = 0; f < F; ++f) y[(blk + i) * ldy + l * F + f] = acc[f];
           }
@@ -276,32 +263,49 @@ class GridEncoding final : public Encoding {
     });
   }
 
-  // Level l's interpolated gradients, rows in batch order and corners in order as the forward
-  // reads them; a block of rows' entries is located and prefetched before any is updated (the
-  // same updates in the same order: the same bits).
-  void scatter_level(uint32_t l, const T* x, int64_t ldx, const T* dy, int64_t ldg, int64_t batch, T* grads) const {
-    const uint32_t F = spec_.n_features_per_level;
-    constexpr int64_t kBlock = 16;
-    constexpr uint32_t kCorners = 1u << D;
-    size_t index[kBlock][kCorners];
-    T weight[kBlock][kCorners];
+  // The corners of a block of rows in one level: their entries' first parameters and weights.
+  // Lookups are random accesses to a table larger than the caches: the block's entries are
+  // located and prefetched before any is touched, so that their misses overlap.
+  struct CornerBlock {
+    static constexpr int64_t kRows = 16;
+    static constexpr uint32_t kCorners = 1u << D;
+    size_t index[kRows][kCorners];
+    T weight[kRows][kCorners];
+  };
+
+  // Rows [0, n) of x (n <= kRows) in level l; `table` is what the entries will be read from or,
+  // when `for_write`, added to.
+  void locate_block(uint32_t l, const T* x, int64_t ldx, int64_t n, const T* table, bool for_write,
+                    CornerBlock& block) const {
     Cell<T, D> c;
     uint32_t v[D];
-    for (int64_t blk = 0; blk < batch; blk += kBlock) {
-      const int64_t n = std::min<int64_t>(kBlock, batch - blk);
-      for (int64_t i = 0; i < n; ++i) {
-        locate(x + (blk + i) * ldx, l, c);
-        for (uint32_t k = 0; k < kCorners; ++k) {
-          weight[i][k] = corner(c, k, v);
-          index[i][k] = param_index(l, v);
-          __builtin_prefetch(grads + index[i][k], 1);
-        }
+    for (int64_t i = 0; i < n; ++i) {
+      locate(x + i * ldx, l, c);
+      for (uint32_t k = 0; k < CornerBlock::kCorners; ++k) {
+        block.weight[i][k] = corner(c, k, v);
+        block.index[i][k] = param_index(l, v);
+        if (for_write)
+          __builtin_prefetch(table + block.index[i][k], 1);
+        else
+          __builtin_prefetch(table + block.index[i][k]);
       }
+    }
+  }
+
+  // Level l's interpolated gradients, rows in batch order and corners in order as the forward
+  // reads them (a block at a time, locate_block; the same updates in the same order: the same
+  // bits).
+  void scatter_level(uint32_t l, const T* x, int64_t ldx, const T* dy, int64_t ldg, int64_t batch, T* grads) const {
+    const uint32_t F = spec_.n_features_per_level;
+    CornerBlock block;
+    for (int64_t blk = 0; blk < batch; blk += CornerBlock::kRows) {
+      const int64_t n = std::min<int64_t>(CornerBlock::kRows, batch - blk);
+      locate_block(l, x + blk * ldx, ldx, n, grads, true, block);
       for (int64_t i = 0; i < n; ++i) {
         const T* g = dy + (blk + i) * ldg + l * F;
-        for (uint32_t k = 0; k < kCorners; ++k) {
-          T* dst = grads + index[i][k];
-          for (uint32_t f = 0; f < F; ++f) dst[f] += weight[i][k] * g[f];
+        for (uint32_t k = 0; k < CornerBlock::kCorners; ++k) {
+          T* dst = grads + block.index[i][k];
+          for (uint32_t f = 0; f < F; ++f) dst[f] += block.weight[i][k] * g[f];
         }
       }
     }
