@@ -17,6 +17,43 @@ json hash_grid_config() {
           {"base_resolution", 16}, {"per_level_scale", 2.0}};
 }
 
+// What a forward+backward row's backward computes: parameter gradients (Overwrite) or the input
+// gradient alone; None: the row times inference.
+enum class Backward { None, Params, Input };
+
+// The timed runs of one encoding row: fresh positions in [0, 1) before every run (untimed), a
+// fixed random output gradient.
+Stats time_encoding(Device device, Encoding& enc, uint32_t dims, int64_t batch, const TimingPlan& plan, Pcg32& rng,
+                    Backward backward) {
+  const uint32_t w = enc.padded_output_width();
+  const DType it = enc.input_dtype(), ot = enc.output_dtype();
+  Buffer in(device, batch * dims * dtype_size(it)), out(device, batch * w * dtype_size(ot));
+  Buffer dout(device, batch * w * dtype_size(ot)), din(device, batch * dims * dtype_size(it));
+  const TensorView iv = in.matrix(it, batch, dims), ov = out.matrix(ot, batch, w), dv = dout.matrix(ot, batch, w);
+  const TensorView div = din.matrix(it, batch, dims);
+  std::vector<float> x(batch * dims), g(batch * w);
+  for (auto& v : g) v = rng.next_float() - 0.5f;
+  copy_tensor(dv, TensorView::matrix(g.data(), batch, w));
+  return time_runs(
+      plan,
+      [&] {
+        for (auto& v : x) v = rng.next_float();
+        copy_tensor(iv, TensorView::matrix(x.data(), batch, dims));
+      },
+      [&] {
+        if (backward == Backward::Params) {
+          auto ctx = enc.forward(iv, &ov);
+          enc.backward(*ctx, iv, ov, dv, nullptr, false, GradientMode::Overwrite);
+        } else if (backward == Backward::Input) {
+          auto ctx = enc.forward(iv, &ov, false, true);
+          enc.backward(*ctx, iv, ov, dv, &div, false, GradientMode::Ignore);
+        } else {
+          enc.inference(iv, ov);
+        }
+        synchronize(device, iv.stream);
+      });
+}
+
 EncodingResult run_case(Device device, uint32_t dims, bool backward, int64_t batch, const TimingPlan& plan) {
   EncodingResult r;
   r.name = "HashGrid " + std::to_string(dims) + "D";
@@ -32,29 +69,7 @@ EncodingResult run_case(Device device, uint32_t dims, bool backward, int64_t bat
     enc->initialize_params(rng, host.data(), 1.0f);
     copy_tensor(params.vector(pt, r.n_params), TensorView::vector(host.data(), r.n_params));
     enc->set_params(params.vector(pt, r.n_params), params.vector(pt, r.n_params), grads.vector(pt, r.n_params));
-    const uint32_t w = enc->padded_output_width();
-    Buffer in(device, batch * dims * dtype_size(enc->input_dtype())), out(device, batch * w * dtype_size(enc->output_dtype()));
-    Buffer dout(device, batch * w * dtype_size(enc->output_dtype()));
-    const TensorView iv = in.matrix(enc->input_dtype(), batch, dims), ov = out.matrix(enc->output_dtype(), batch, w);
-    const TensorView dv = dout.matrix(enc->output_dtype(), batch, w);
-    std::vector<float> x(batch * dims), g(batch * w);
-    for (auto& v : g) v = rng.next_float() - 0.5f;
-    copy_tensor(dv, TensorView::matrix(g.data(), batch, w));
-    r.seconds = time_runs(
-        plan,
-        [&] {
-          for (auto& v : x) v = rng.next_float();  // fresh positions in [0, 1) every run
-          copy_tensor(iv, TensorView::matrix(x.data(), batch, dims));
-        },
-        [&] {
-          if (backward) {
-            auto ctx = enc->forward(iv, &ov);
-            enc->backward(*ctx, iv, ov, dv, nullptr, false, GradientMode::Overwrite);
-          } else {
-            enc->inference(iv, ov);
-          }
-          synchronize(device, iv.stream);
-        });
+    r.seconds = time_encoding(device, *enc, dims, batch, plan, rng, backward ? Backward::Params : Backward::None);
     r.ok = true;
   } catch (const std::exception& e) {
     r.error = e.what();
@@ -89,31 +104,8 @@ EncodingResult run_basic_case(Device device, const BasicEncoding& e, bool backwa
   try {
     constexpr uint32_t dims = 3;
     auto enc = create_encoding(e.config, dims, {device});
-    const uint32_t w = enc->padded_output_width();
-    const DType it = enc->input_dtype(), ot = enc->output_dtype();
-    Buffer in(device, batch * dims * dtype_size(it)), out(device, batch * w * dtype_size(ot));
-    Buffer dout(device, batch * w * dtype_size(ot)), din(device, batch * dims * dtype_size(it));
-    const TensorView iv = in.matrix(it, batch, dims), ov = out.matrix(ot, batch, w), dv = dout.matrix(ot, batch, w);
-    const TensorView div = din.matrix(it, batch, dims);
     Pcg32 rng(1337);
-    std::vector<float> x(batch * dims), g(batch * w);
-    for (auto& v : g) v = rng.next_float() - 0.5f;
-    copy_tensor(dv, TensorView::matrix(g.data(), batch, w));
-    r.seconds = time_runs(
-        plan,
-        [&] {
-          for (auto& v : x) v = rng.next_float();
-          copy_tensor(iv, TensorView::matrix(x.data(), batch, dims));
-        },
-        [&] {
-          if (backward) {
-            auto ctx = enc->forward(iv, &ov, false, true);
-            enc->backward(*ctx, iv, ov, dv, &div, false, GradientMode::Ignore);
-          } else {
-            enc->inference(iv, ov);
-          }
-          synchronize(device, iv.stream);
-        });
+    r.seconds = time_encoding(device, *enc, dims, batch, plan, rng, backward ? Backward::Input : Backward::None);
     r.ok = true;
   } catch (const std::exception& ex) {
     r.error = ex.what();
