@@ -173,10 +173,8 @@ SDF_GRID = {"otype": "HashGrid", "n_levels": 8, "n_features_per_level": 2, "log2
 
 @pytest.mark.parametrize("otype,activation", [("FullyFusedMLP", "Softplus"), ("FullyFusedMLP", "ReLU"),
                                               ("CutlassMLP", "Softplus"), ("PortableMLP", "Tanh")])
-def test_eikonal_gradients_match_the_cpu_or_name_what_is_missing(otype, activation):
-    # The SDF shape's eikonal step on CUDA against the same module in float64 on the CPU. Until
-    # the CUDA networks have second derivatives, the double backward must raise naming the module
-    # (and write no gradient); the case then skips, saying so.
+def test_eikonal_gradients_match_the_cpu(otype, activation):
+    # The SDF shape's eikonal step on CUDA against the same module in float64 on the CPU.
     torch.manual_seed(5)
     cfg = config(otype, activation=activation)
     net = tcnn.NetworkWithInputEncoding(3, 1, SDF_GRID, cfg).cuda()
@@ -195,10 +193,5 @@ def test_eikonal_gradients_match_the_cpu_or_name_what_is_missing(otype, activati
         return m.params.grad
 
     want = eikonal(ref, x.double().cpu())
-    try:
-        got = eikonal(net, x)
-    except tinyfuse.UnsupportedError as e:
-        assert "NetworkWithInputEncoding" in str(e) and "cannot differentiate twice" in str(e), str(e)
-        assert net.params.grad is None
-        pytest.skip(f"CUDA second derivatives not implemented for {otype}: {e}")
+    got = eikonal(net, x)
     assert rel_l2(got, want) <= (1e-4 if net.dtype == torch.float32 else 3e-2)

@@ -16,6 +16,8 @@ struct GpuHooks {
   void (*copy_to_host_dense)(const TensorView& src, void* host);
   void (*copy_from_host_dense)(const TensorView& dst, const void* host);
   void (*fill)(const TensorView& dst, double value);
+  // dst += src elementwise: same shape, F32, rows dense, on the device; queued on dst.stream.
+  void (*add)(const TensorView& dst, const TensorView& src);
   void (*synchronize)(Stream stream);
   double (*sum)(const TensorView& t);
   int (*device_count)();

@@ -2,6 +2,7 @@
 
 #include <numeric>
 
+#include "core/gpu_hooks.h"
 #include "core/host_memory.h"
 #include "tinyfuse/buffer.h"
 
@@ -157,11 +158,6 @@ class NetworkWithInputEncoding final : public DifferentiableObject {
     if (dL_dinput) check_matrix(*dL_dinput, "dL_dinput", batch, input_width(), input_dtype(), device());
     const bool encoding_params = encoding_->n_params() > 0 && mode != GradientMode::Ignore;
     const bool need_eps = dL_dinput != nullptr || encoding_params;
-    // Refused before anything is written: adding the two dL2/dinput terms is a host loop.
-    if (dL_dinput && device() != Device::CPU)
-      throw UnsupportedError("NetworkWithInputEncoding::" + std::string(call) + ": dL2/dinput on " + to_string(device()) +
-                             " is not implemented (its two terms are added on the host); ask for dL2/dparams and "
-                             "dL2/d(dL_doutput) only, or run on the CPU");
     const Stream stream = input.stream;
     TensorView enc = ctx->encoded.matrix(network_->input_dtype(), batch, network_->input_width(), stream);
     auto scratch = [&](Buffer& b, DType t, int64_t cols) {
@@ -184,7 +180,9 @@ class NetworkWithInputEncoding final : public DifferentiableObject {
     const TensorView dx = dL_dinput ? scratch(dx_buffer, input_dtype(), input_width()) : TensorView{};
     encoding_->backward(*ctx->encoding_ctx, input, enc, eps, dL_dinput ? &dx : nullptr, use_inference_params,
                         encoding_params ? GradientMode::Accumulate : GradientMode::Ignore);
-    if (dL_dinput) add_on_host(*dL_dinput, dx);
+    if (!dL_dinput) return;
+    if (device() == Device::CPU) add_on_host(*dL_dinput, dx);
+    else gpu_hooks().add(*dL_dinput, dx);
   }
 
   json hyperparams() const override {

@@ -134,6 +134,28 @@ void fill(const TensorView& t, double value) {
   }
 }
 
+__global__ void add_kernel(float* __restrict__ dst, int64_t ldd, const float* __restrict__ src, int64_t lds, int64_t rows,
+                           int64_t cols) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= rows * cols) return;
+  dst[(i / cols) * ldd + i % cols] += src[(i / cols) * lds + i % cols];
+}
+
+void add(const TensorView& dst, const TensorView& src) {
+  require_rows_dense(dst);
+  require_rows_dense(src);
+  if (dst.dtype != DType::F32 || src.dtype != DType::F32 || dst.rows() != src.rows() || dst.cols() != src.cols())
+    throw UnsupportedError("internal: the device add takes two F32 matrices of one shape, got " + dst.describe() + " and " +
+                           src.describe());
+  const int64_t n = dst.rows() * dst.cols();
+  if (n == 0) return;
+  const int threads = 256;
+  add_kernel<<<static_cast<unsigned>((n + threads - 1) / threads), threads, 0, as_stream(dst.stream)>>>(
+      static_cast<float*>(dst.data), dst.ndim == 2 ? dst.strides[0] : dst.cols(), static_cast<const float*>(src.data),
+      src.ndim == 2 ? src.strides[0] : src.cols(), dst.rows(), dst.cols());
+  TF_GPU_CHECK_LAUNCH("add_kernel");
+}
+
 void synchronize_stream(Stream s) { TF_GPU_CHECK(gpuStreamSynchronize(as_stream(s))); }
 
 // Partial sums for sum(): block b adds elements b*256+thread, stepping by the whole grid, then
@@ -222,7 +244,7 @@ uint64_t device_memory() {
 }  // namespace
 
 const GpuHooks& gpu_hooks() {
-  static const GpuHooks hooks{alloc, release, alloc_async, release_async, copy_device, copy_to_host_dense, copy_from_host_dense, fill, synchronize_stream, sum, device_count, trim_pools, device_memory};
+  static const GpuHooks hooks{alloc, release, alloc_async, release_async, copy_device, copy_to_host_dense, copy_from_host_dense, fill, add, synchronize_stream, sum, device_count, trim_pools, device_memory};
   return hooks;
 }
 

@@ -56,6 +56,16 @@ __global__ void add_columns_kernel(const float* __restrict__ src, int64_t batch,
   dst[(i / n) * ldd + i % n] += src[i];
 }
 
+// dst[r, j] += src[r, j] for a dense (batch, n) F32 src into a T dst (rounded once).
+template <typename T>
+__global__ void add_features_kernel(const float* __restrict__ src, int64_t batch, uint32_t n, T* __restrict__ dst,
+                                    int64_t ldd) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= batch * n) return;
+  T& d = dst[(i / n) * ldd + i % n];
+  d = from_float<T>(to_float(d) + src[i]);
+}
+
 TensorView on_stream(TensorView v, Stream s) {
   v.stream = s;
   return v;
@@ -143,6 +153,93 @@ class GpuCompositeEncoding final : public CompositeEncodingBase<GpuEncoding> {
         TF_GPU_CHECK_LAUNCH("Composite input-gradient sum");
       }
     }
+  }
+
+  // Second derivatives for Concatenation and Sum: each part's own, routed as backward() routes its
+  // gradients. A part's dL2/d(dL/d its output) fills its columns (Concatenation; its extra padding
+  // gets 0) or is summed into the output's (Sum); its Hessian term goes to its input dims as its
+  // input gradient does. Product's cross terms between parts are computed on the CPU only.
+  void backward_backward_input(const Context& base_ctx, const TensorView& input, const TensorView& dL_ddLdinput,
+                               const TensorView& dL_doutput, const TensorView* dL_ddLdoutput,
+                               const TensorView* dL_dinput, bool use_inference_params, GradientMode mode) override {
+    const auto* ctx = dynamic_cast<const Ctx*>(&base_ctx);
+    if (!ctx || ctx->nested.size() != parts().size())
+      throw Error("Composite::backward_backward_input: context does not come from this encoding's forward()");
+    if (reduction() == ReductionType::Product && parts().size() > 1)
+      throw UnsupportedError(
+          "Composite::backward_backward_input: no second derivatives for reduction Product on cuda (the cross terms "
+          "between its parts); on cuda Concatenation and Sum have them, on the CPU every reduction does");
+    check_input(input);
+    const int64_t batch = input.rows();
+    if (ctx->batch != batch)
+      throw ShapeError("Composite::backward_backward_input: input batch differs from the forward() that made the context");
+    check_input_gradient(dL_ddLdinput, batch, "dL_ddLdinput");
+    check_features(dL_doutput, "dL_doutput", batch);
+    if (dL_ddLdoutput) check_features(*dL_ddLdoutput, "dL_ddLdoutput", batch);
+    if (dL_dinput) check_input_gradient(*dL_dinput, batch);
+    const Stream s = input.stream;
+    const gpuStream_t stream = stream_of(input);
+    const bool reduced = reduction() != ReductionType::Concatenation;
+    const uint32_t width = padded_output_width();
+    if (dL_dinput && !layout_.all_dims_owned() && batch > 0) fill_tensor(on_stream(*dL_dinput, s), 0.0);
+    if (dL_ddLdoutput && reduced && batch > 0 && width > 0) fill_tensor(on_stream(*dL_ddLdoutput, s), 0.0);
+
+    // Reduced parts are F32: they read dL_doutput itself where it is F32, else an F32 copy, and
+    // write their dL2/d(dL/d output) to F32 scratch that is added in.
+    Buffer h32, t32, d_in;
+    const bool widen_h = reduced && output_dtype() != DType::F32;
+    if (widen_h) {
+      h32 = Buffer::on_stream(Device::CUDA, static_cast<size_t>(batch) * width * sizeof(float), s);
+      if (batch > 0) launch_part_gradient(dL_doutput, *ctx, 0, batch, static_cast<float*>(h32.data()), stream);
+    }
+    if (reduced && dL_ddLdoutput) t32 = Buffer::on_stream(Device::CUDA, static_cast<size_t>(batch) * width * sizeof(float), s);
+    if (dL_dinput) d_in = Buffer::on_stream(Device::CUDA, static_cast<size_t>(batch) * layout_.max_shared_dims() * sizeof(float), s);
+
+    for (size_t i = 0; i < parts().size(); ++i) {
+      const CompositePart& p = parts()[i];
+      if (!dL_ddLdoutput && !CompositeLayout::backward_needed(p, mode, dL_dinput != nullptr)) continue;
+      const uint32_t column = layout_.column(i), pw = p.encoding->padded_output_width();
+      TensorView h, t;
+      if (!reduced) {
+        h = on_stream(dL_doutput.cols_slice(column, pw), s);
+        if (dL_ddLdoutput) t = on_stream(dL_ddLdoutput->cols_slice(column, pw), s);
+      } else {
+        h = widen_h ? TensorView::matrix(static_cast<float*>(h32.data()), batch, width, Device::CUDA, s).cols_slice(0, pw)
+                    : on_stream(dL_doutput.cols_slice(0, pw), s);
+        if (dL_ddLdoutput) t = TensorView::matrix(static_cast<float*>(t32.data()), batch, pw, Device::CUDA, s);
+      }
+      TensorView hx;
+      if (dL_dinput)
+        hx = p.owns_dims ? on_stream(dL_dinput->cols_slice(p.begin, p.n_dims), s)
+                         : TensorView::matrix(static_cast<float*>(d_in.data()), batch, p.n_dims, Device::CUDA, s);
+      p.encoding->backward_backward_input(*ctx->nested[i], part_input(input, p),
+                                          on_stream(dL_ddLdinput.cols_slice(p.begin, p.n_dims), s), h,
+                                          dL_ddLdoutput ? &t : nullptr, dL_dinput ? &hx : nullptr, use_inference_params,
+                                          mode);
+      if (batch == 0) continue;
+      if (dL_ddLdoutput && reduced && pw > 0) {
+        const unsigned blocks = blocks_for(batch * pw);
+        if (output_dtype() == DType::F16)
+          add_features_kernel<__half><<<blocks, kThreadsPerBlock, 0, stream>>>(
+              static_cast<const float*>(t32.data()), batch, pw, static_cast<__half*>(dL_ddLdoutput->data),
+              dL_ddLdoutput->strides[0]);
+        else
+          add_features_kernel<float><<<blocks, kThreadsPerBlock, 0, stream>>>(
+              static_cast<const float*>(t32.data()), batch, pw, static_cast<float*>(dL_ddLdoutput->data),
+              dL_ddLdoutput->strides[0]);
+        TF_GPU_CHECK_LAUNCH("Composite second-order sum");
+      }
+      if (dL_ddLdoutput && !reduced && p.extra_padding > 0)
+        fill_tensor(on_stream(dL_ddLdoutput->cols_slice(column + pw, p.extra_padding), s), 0.0);
+      if (dL_dinput && !p.owns_dims) {
+        add_columns_kernel<<<blocks_for(batch * p.n_dims), kThreadsPerBlock, 0, stream>>>(
+            static_cast<const float*>(d_in.data()), batch, p.n_dims, dL_dinput->ptr<float>() + p.begin,
+            dL_dinput->strides[0]);
+        TF_GPU_CHECK_LAUNCH("Composite second-order input sum");
+      }
+    }
+    // Concatenation with no parts: only padding columns, constant.
+    if (dL_ddLdoutput && !reduced && parts().empty() && batch > 0 && width > 0) fill_tensor(on_stream(*dL_ddLdoutput, s), 0.0);
   }
 
  private:

@@ -17,6 +17,14 @@ struct FrequencyOp {
   __device__ void backward(const float* x, In dL_dout, float* dx) const {
     dx[0] = frequency_backward(n_frequencies, x[0], dL_dout);
   }
+  template <typename Out>
+  __device__ void jacobian(const float* x, const float* v, Out out) const {
+    frequency_jacobian(n_frequencies, x[0], v[0], out);
+  }
+  template <typename In>
+  __device__ void hessian(const float* x, const float* v, In dL_dout, float* dx) const {
+    dx[0] = v[0] * frequency_backward_derivative(n_frequencies, x[0], dL_dout);
+  }
 };
 
 }  // namespace

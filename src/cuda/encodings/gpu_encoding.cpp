@@ -18,9 +18,9 @@ void GpuEncoding::check_features(const TensorView& t, const char* what, int64_t 
   check_rows_dense(t, what);
 }
 
-void GpuEncoding::check_input_gradient(const TensorView& t, int64_t batch) const {
-  check_matrix(t, "dL_dinput", batch, input_width(), DType::F32, Device::CUDA);
-  check_rows_dense(t, "dL_dinput");
+void GpuEncoding::check_input_gradient(const TensorView& t, int64_t batch, const char* what) const {
+  check_matrix(t, what, batch, input_width(), DType::F32, Device::CUDA);
+  check_rows_dense(t, what);
 }
 
 }  // namespace tinyfuse::cuda

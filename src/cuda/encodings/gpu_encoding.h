@@ -26,8 +26,8 @@ class GpuEncoding : public PaddableEncoding {
   void check_input(const TensorView& input) const;
   // output or dL_doutput: (batch, padded_output_width()) of output_dtype() on CUDA, features adjacent.
   void check_features(const TensorView& t, const char* what, int64_t batch) const;
-  // dL_dinput: (batch, input_width()) F32 on CUDA, features adjacent.
-  void check_input_gradient(const TensorView& t, int64_t batch) const;
+  // dL_dinput (or `what`, e.g. dL_ddLdinput): (batch, input_width()) F32 on CUDA, features adjacent.
+  void check_input_gradient(const TensorView& t, int64_t batch, const char* what = "dL_dinput") const;
 
  private:
   DType output_dtype_ = DType::F32;

@@ -16,6 +16,14 @@ struct IdentityOp {
   __device__ void backward(const float*, In dL_dout, float* dx) const {
     dx[0] = dL_dout[0] * scale;
   }
+  template <typename Out>
+  __device__ void jacobian(const float*, const float* v, Out out) const {
+    out[0] = v[0] * scale;
+  }
+  template <typename In>
+  __device__ void hessian(const float*, const float*, In, float* dx) const {
+    dx[0] = 0.0f;  // linear
+  }
 };
 
 }  // namespace

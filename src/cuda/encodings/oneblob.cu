@@ -17,6 +17,14 @@ struct OneBlobOp {
   __device__ void backward(const float* x, In dL_dout, float* dx) const {
     dx[0] = oneblob_backward(n_bins, x[0], dL_dout);
   }
+  template <typename Out>
+  __device__ void jacobian(const float* x, const float* v, Out out) const {
+    oneblob_jacobian(n_bins, x[0], v[0], out);
+  }
+  template <typename In>
+  __device__ void hessian(const float* x, const float* v, In dL_dout, float* dx) const {
+    dx[0] = v[0] * oneblob_backward_derivative(n_bins, x[0], dL_dout);
+  }
 };
 
 }  // namespace

@@ -7,7 +7,10 @@
 // none. Op provides, in float:
 //   template <class Out> __device__ void encode(const float* x, Out out) const;
 //   template <class In> __device__ void backward(const float* x, In dL_dout, float* dx) const;
-// (backward writes all group_inputs entries of dx, which start at 0).
+//   template <class Out> __device__ void jacobian(const float* x, const float* v, Out dy) const;
+//   template <class In> __device__ void hessian(const float* x, const float* v, In dL_dout, float* dx) const;
+// (backward and hessian write all group_inputs entries of dx, which start at 0). For second
+// derivatives, jacobian writes J(x) v and hessian (sum_j dL/dout_j H_j(x)) v, v = dL2/d(dL/dx).
 #pragma once
 
 #include <memory>
@@ -53,6 +56,43 @@ __global__ void rowwise_backward_kernel(Op op, int64_t batch, uint32_t n_groups,
   const uint32_t group = static_cast<uint32_t>(i % n_groups);
   float d[kMaxGroupInputs] = {0.0f, 0.0f, 0.0f};
   op.backward(x + row * ldx + group * group_in, FeatureReader<T>{g + row * ldg + first_feature + group * group_out}, d);
+  for (uint32_t k = 0; k < group_in; ++k) dx[row * lddx + group * group_in + k] = d[k];
+}
+
+// Second order, thread i as in the forward: dL2/d(dL/dy) = J(x) v for the group's features, 0 for
+// the padding (constant features).
+template <typename Op, typename T>
+__global__ void rowwise_jacobian_kernel(Op op, int64_t batch, uint32_t n_groups, uint32_t group_in, uint32_t group_out,
+                                        const float* __restrict__ x, int64_t ldx, const float* __restrict__ v, int64_t ldv,
+                                        T* __restrict__ dy, int64_t lddy, uint32_t first_feature, uint32_t pad_begin,
+                                        uint32_t n_pad) {
+  const uint32_t per_row = n_groups + (n_pad > 0 ? 1u : 0u);
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= batch * per_row) return;
+  const int64_t row = i / per_row;
+  const uint32_t g = static_cast<uint32_t>(i % per_row);
+  T* dy_row = dy + row * lddy;
+  if (g < n_groups) {
+    op.jacobian(x + row * ldx + g * group_in, v + row * ldv + g * group_in,
+                FeatureWriter<T>{dy_row + first_feature + g * group_out});
+  } else {
+    for (uint32_t j = 0; j < n_pad; ++j) dy_row[pad_begin + j] = from_float<T>(0.0f);
+  }
+}
+
+// dL2/dx = (sum_j dL/dy_j H_j(x)) v, one thread per (row, group).
+template <typename Op, typename T>
+__global__ void rowwise_hessian_kernel(Op op, int64_t batch, uint32_t n_groups, uint32_t group_in, uint32_t group_out,
+                                       const float* __restrict__ x, int64_t ldx, const float* __restrict__ v, int64_t ldv,
+                                       const T* __restrict__ g, int64_t ldg, uint32_t first_feature, float* __restrict__ dx,
+                                       int64_t lddx) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= batch * n_groups) return;
+  const int64_t row = i / n_groups;
+  const uint32_t group = static_cast<uint32_t>(i % n_groups);
+  float d[kMaxGroupInputs] = {0.0f, 0.0f, 0.0f};
+  op.hessian(x + row * ldx + group * group_in, v + row * ldv + group * group_in,
+             FeatureReader<T>{g + row * ldg + first_feature + group * group_out}, d);
   for (uint32_t k = 0; k < group_in; ++k) dx[row * lddx + group * group_in + k] = d[k];
 }
 
@@ -103,6 +143,52 @@ class RowwiseGpuEncoding final : public ParameterFreeEncoding<GpuEncoding> {
           op_, batch, n_groups_, group_in_, group_out_, input.ptr<float>(), input.strides[0], g, dL_doutput.strides[0],
           first, dL_dinput->ptr<float>(), dL_dinput->strides[0]);
       TF_GPU_CHECK_LAUNCH("encoding backward");
+    };
+    if (output_dtype() == DType::F16) launch(static_cast<const __half*>(dL_doutput.data));
+    else launch(static_cast<const float*>(dL_doutput.data));
+  }
+
+  // backward() wrote dL/dx = J(x)^T dL/dy; given v = dL2/d(dL/dx): dL2/d(dL/dy) = J(x) v and
+  // dL2/dx = (sum_j dL/dy_j H_j(x)) v. No parameters, so no parameter gradients whatever the mode.
+  void backward_backward_input(const Context&, const TensorView& input, const TensorView& dL_ddLdinput,
+                               const TensorView& dL_doutput, const TensorView* dL_ddLdoutput,
+                               const TensorView* dL_dinput, bool, GradientMode) override {
+    check_input(input);
+    const int64_t batch = input.rows();
+    check_input_gradient(dL_ddLdinput, batch, "dL_ddLdinput");
+    check_features(dL_doutput, "dL_doutput", batch);
+    if (dL_ddLdoutput) check_features(*dL_ddLdoutput, "dL_ddLdoutput", batch);
+    if (dL_dinput) check_input_gradient(*dL_dinput, batch);
+    if (batch == 0) return;
+    const gpuStream_t stream = stream_of(input);
+    const uint32_t first = first_feature(), n_pad = padding();
+    if (dL_ddLdoutput) {
+      const uint32_t per_row = n_groups_ + (n_pad > 0 ? 1u : 0u);
+      auto launch = [&](auto* dy) {
+        using T = std::remove_pointer_t<decltype(dy)>;
+        rowwise_jacobian_kernel<Op, T><<<blocks_for(batch * per_row), kThreadsPerBlock, 0, stream>>>(
+            op_, batch, n_groups_, group_in_, group_out_, input.ptr<float>(), input.strides[0], dL_ddLdinput.ptr<float>(),
+            dL_ddLdinput.strides[0], dy, dL_ddLdoutput->strides[0], first, padding_begin(), n_pad);
+        TF_GPU_CHECK_LAUNCH("encoding second order (features)");
+      };
+      if (per_row > 0) {
+        if (output_dtype() == DType::F16) launch(static_cast<__half*>(dL_ddLdoutput->data));
+        else launch(static_cast<float*>(dL_ddLdoutput->data));
+      }
+    }
+    if (!dL_dinput || input_width() == 0) return;
+    if (n_groups_ == 0) {  // nothing encoded: the input gradient was 0 whatever the input
+      TensorView zero = *dL_dinput;
+      zero.stream = input.stream;
+      fill_tensor(zero, 0.0);
+      return;
+    }
+    auto launch = [&](auto* g) {
+      using T = std::remove_const_t<std::remove_pointer_t<decltype(g)>>;
+      rowwise_hessian_kernel<Op, T><<<blocks_for(batch * n_groups_), kThreadsPerBlock, 0, stream>>>(
+          op_, batch, n_groups_, group_in_, group_out_, input.ptr<float>(), input.strides[0], dL_ddLdinput.ptr<float>(),
+          dL_ddLdinput.strides[0], g, dL_doutput.strides[0], first, dL_dinput->ptr<float>(), dL_dinput->strides[0]);
+      TF_GPU_CHECK_LAUNCH("encoding second order (input)");
     };
     if (output_dtype() == DType::F16) launch(static_cast<const __half*>(dL_doutput.data));
     else launch(static_cast<const float*>(dL_doutput.data));

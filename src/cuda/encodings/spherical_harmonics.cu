@@ -19,6 +19,18 @@ struct SphericalHarmonicsOp {
     sh_backward(degree, u[0] * 2.0f - 1.0f, u[1] * 2.0f - 1.0f, u[2] * 2.0f - 1.0f, dL_dout, du);
     for (int d = 0; d < 3; ++d) du[d] *= 2.0f;
   }
+  // Through x = 2u - 1: J_u = 2 J_x and H_u = 4 H_x, so both take the step 2v in x.
+  template <typename Out>
+  __device__ void jacobian(const float* u, const float* v, Out out) const {
+    const float vx[3] = {2.0f * v[0], 2.0f * v[1], 2.0f * v[2]};
+    sh_jacobian(degree, u[0] * 2.0f - 1.0f, u[1] * 2.0f - 1.0f, u[2] * 2.0f - 1.0f, vx, out);
+  }
+  template <typename In>
+  __device__ void hessian(const float* u, const float* v, In dL_dout, float* du) const {
+    const float vx[3] = {2.0f * v[0], 2.0f * v[1], 2.0f * v[2]};
+    sh_hessian(degree, u[0] * 2.0f - 1.0f, u[1] * 2.0f - 1.0f, u[2] * 2.0f - 1.0f, dL_dout, vx, du);
+    for (int d = 0; d < 3; ++d) du[d] *= 2.0f;
+  }
 };
 
 }  // namespace

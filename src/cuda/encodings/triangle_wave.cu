@@ -17,6 +17,14 @@ struct TriangleWaveOp {
   __device__ void backward(const float* x, In dL_dout, float* dx) const {
     dx[0] = triangle_wave_backward(n_frequencies, x[0], dL_dout);
   }
+  template <typename Out>
+  __device__ void jacobian(const float* x, const float* v, Out out) const {
+    triangle_wave_jacobian(n_frequencies, x[0], v[0], out);
+  }
+  template <typename In>
+  __device__ void hessian(const float*, const float*, In, float* dx) const {
+    dx[0] = 0.0f;  // piecewise linear
+  }
 };
 
 }  // namespace
