@@ -9,7 +9,7 @@ betas and epsilon). The eikonal term differentiates through torch.autograd.grad(
 create_graph=True): PyTorch's own double backward, where the sample runs tinyfuse's second
 derivatives. Eager mode only: torch.compile does not trace double backward.
 
-Usage: torch_learn_sdf.py [--threads N] [sample options: --shape, --steps, --batch, --seed, --out DIR, --quiet]
+Usage: torch_learn_sdf.py [--threads N] [sample options: --shape, --steps, --batch, --seed, --device, --out DIR, --quiet]
 """
 import argparse
 import json
@@ -54,8 +54,6 @@ def main():
     a, rest = p.parse_known_args()
     if a.threads:
         torch.set_num_threads(a.threads)
-    if "--device" in rest:
-        sys.exit("torch_learn_sdf.py: the CPU only")
     sample.tcnn.NetworkWithInputEncoding = TorchSdfModel
     sample.make_optimizer = make_optimizer
     if "--out" not in rest:
