@@ -103,17 +103,18 @@ class DifferentiableObject {
   // writes dL2/d(dL_doutput) into `dL_ddLdoutput` ((batch, padded_output_width); may be null) and
   // dL2/dinput through the input Hessian into `dL_dinput` ((batch, input_width); may be null).
   // `dL_doutput` is the upstream gradient the backward() saw; the context is forward()'s (made
-  // with prepare_input_gradients). On the CPU every network and encoding has second derivatives
-  // (docs/ARCHITECTURE.md, "Second derivatives"); on CUDA the Grid encodings. Objects without
-  // them throw UnsupportedError before writing anything.
+  // with prepare_input_gradients). On the CPU every network and encoding has second derivatives,
+  // on CUDA all but the inference-only Width64FusedMLP and a Composite's Product reduction
+  // (docs/ARCHITECTURE.md, "Second derivatives"). Objects without them throw UnsupportedError
+  // before writing anything.
   virtual void backward_backward_input(const Context& /*ctx*/, const TensorView& /*input*/,
                                        const TensorView& /*dL_ddLdinput*/, const TensorView& /*dL_doutput*/,
                                        const TensorView* /*dL_ddLdoutput*/, const TensorView* /*dL_dinput*/,
                                        bool /*use_inference_params*/ = false,
                                        GradientMode /*param_gradients_mode*/ = GradientMode::Overwrite) {
     throw UnsupportedError(name() + "::backward_backward_input: no second derivatives for this object on " +
-                           to_string(device()) + "; on the CPU every network and encoding has them, on CUDA the Grid "
-                           "encodings (HashGrid, DenseGrid, TiledGrid) do");
+                           to_string(device()) + "; on the CPU every network and encoding has them, on CUDA every one "
+                           "but the inference-only Width64FusedMLP");
   }
 
   virtual json hyperparams() const = 0;
