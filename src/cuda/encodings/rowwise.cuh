@@ -27,6 +27,14 @@ namespace tinyfuse::cuda {
 
 constexpr uint32_t kMaxGroupInputs = 3;
 
+// dx[0 .. group_in) = d[0 .. group_in), with constant indices into d so that it stays in registers
+// (a loop bounded by group_in alone would index it at run time, from the stack).
+__device__ __forceinline__ void store_group(const float (&d)[kMaxGroupInputs], uint32_t group_in, float* dx) {
+#pragma unroll
+  for (uint32_t k = 0; k < kMaxGroupInputs; ++k)
+    if (k < group_in) dx[k] = d[k];
+}
+
 // Thread i: row i / per_row, group i % per_row; the extra group n_groups (when there is padding)
 // writes the row's padding.
 template <typename Op, typename T>
@@ -56,7 +64,7 @@ __global__ void rowwise_backward_kernel(Op op, int64_t batch, uint32_t n_groups,
   const uint32_t group = static_cast<uint32_t>(i % n_groups);
   float d[kMaxGroupInputs] = {0.0f, 0.0f, 0.0f};
   op.backward(x + row * ldx + group * group_in, FeatureReader<T>{g + row * ldg + first_feature + group * group_out}, d);
-  for (uint32_t k = 0; k < group_in; ++k) dx[row * lddx + group * group_in + k] = d[k];
+  store_group(d, group_in, dx + row * lddx + group * group_in);
 }
 
 // Second order, thread i as in the forward: dL2/d(dL/dy) = J(x) v for the group's features, 0 for
@@ -93,7 +101,7 @@ __global__ void rowwise_hessian_kernel(Op op, int64_t batch, uint32_t n_groups, 
   float d[kMaxGroupInputs] = {0.0f, 0.0f, 0.0f};
   op.hessian(x + row * ldx + group * group_in, v + row * ldv + group * group_in,
              FeatureReader<T>{g + row * ldg + first_feature + group * group_out}, d);
-  for (uint32_t k = 0; k < group_in; ++k) dx[row * lddx + group * group_in + k] = d[k];
+  store_group(d, group_in, dx + row * lddx + group * group_in);
 }
 
 template <typename Op>
