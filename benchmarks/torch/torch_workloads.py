@@ -5,7 +5,9 @@ The same four models, read from the same files (benchmarks/workloads/configs), w
 ordinary tensor ops: W1 image (2-D HashGrid -> 64 x 2 MLP, RelativeL2), W2 OneBlob (OneBlob 64
 bins -> 128 x 5 MLP, RelativeL2), W3 NeRF field (3-D HashGrid -> 64 x 1 MLP -> 16; SH degree 4 of
 the direction; both concatenated -> 64 x 2 MLP -> RGB, Sigmoid; L2), W4 SDF (3-D HashGrid ->
-64 x 2 MLP -> 1, L1). The hash grid is torch_hashgrid.py's; the MLPs have no biases, as
+64 x 2 MLP -> 1, L1), W4e (W4 with Softplus, trained with the eikonal step: L1 on half the batch,
+weight * mean (|grad_x f| - 1)^2 on the other half, the input gradient from
+torch.autograd.grad(create_graph=True) and the loss's backward through it). The hash grid is torch_hashgrid.py's; the MLPs have no biases, as
 FullyFusedMLP. Each workload: a training step (forward, loss, backward, torch.optim.Adam with the
 config's learning rate, betas and epsilon) and an inference pass, in eager mode and under
 torch.compile, on the CPU (FP32) or CUDA (AMP: FP32 parameters, FP16 autocast, GradScaler).
@@ -16,7 +18,9 @@ tinyfuse._native, the procedural radiance field and SDF of benchmarks/workloads/
 through buffers past the caches (CPU: twice the last-level cache, and the caches are written over
 before the runs; CUDA: 256 MiB); CUDA runs between their own events, the host waiting for each.
 Every training row records its loss per step (read after each timed run, untimed); every
-inference row checks its outputs are finite and reports its loss against the target.
+inference row checks its outputs are finite and reports its loss against the target. W4e's
+training rows run eager only: torch.compile (aot_autograd) raises "does not currently support
+double backward"; its compile rows record that as their error (inference is compiled as usual).
 
 benchmarks/python/tcnn_workloads.py runs the same workloads through tinyfuse.tcnn (or upstream
 tinycudann) with this file's runner. The JSON goes to tinyfuse-bench --workload-compare.
@@ -213,6 +217,28 @@ def torch_model(spec, device):
     return torch.nn.Sequential(enc, mlp(width, spec["n_output_dims"], cfg["network"], device))
 
 
+EIKONAL_NOT_COMPILED = ("not run: torch.compile with aot_autograd does not support double backward "
+                        "(the eikonal step differentiates the input gradient); see the eager row")
+
+
+def eikonal_weight(spec):
+    """The eikonal term's weight of a workload trained with the eikonal step, else None."""
+    step = spec.get("step", {"otype": "Supervised"})
+    return step["eikonal_weight"] if step["otype"] == "Eikonal" else None
+
+
+def eikonal_loss(model, x, y, weight):
+    """benchmarks/workloads/eikonal_step.h's loss: mean |f - t| over the first half of the rows,
+    weight * mean (|grad_x f| - 1)^2 over the second; the input gradient kept in the graph."""
+    x = x.detach().requires_grad_(True)
+    f = model(x)[:, :1].float()
+    (grad,) = torch.autograd.grad(f, x, torch.ones_like(f), create_graph=True)
+    half = x.shape[0] // 2
+    l1 = (f[:half] - y[:half]).abs().mean()
+    eik = ((grad[half:].float().norm(dim=1) - 1) ** 2).mean()
+    return l1 + weight * eik
+
+
 def loss_function(otype):
     """tinyfuse's losses (docs/CONFIG.md): means over batch x outputs; RelativeL2's normaliser held
     constant in the gradient."""
@@ -324,6 +350,9 @@ def run_workload(spec, build, variant, device, batches, modes, warmup, repeats, 
             try:
                 torch.manual_seed(seed)
                 gen = torch.Generator().manual_seed(seed + batch)
+                if mode == "training" and eikonal_weight(spec) is not None and compiled:
+                    record(mode, batch, error=EIKONAL_NOT_COMPILED)
+                    continue
                 if mode == "training":
                     model = build(spec, device)
                     opt = torch.optim.Adam(model.parameters(), lr=opt_cfg["learning_rate"],
@@ -331,7 +360,11 @@ def run_workload(spec, build, variant, device, batches, modes, warmup, repeats, 
                                            eps=opt_cfg.get("epsilon", 1e-8))
                     scaler = torch.amp.GradScaler("cuda", enabled=amp)
 
-                    def forward_loss(x, y, model=model):
+                    weight = eikonal_weight(spec)
+
+                    def forward_loss(x, y, model=model, weight=weight):
+                        if weight is not None:
+                            return eikonal_loss(model, x, y, weight)
                         return loss_fn(model(x).float(), y)
 
                     fl = torch.compile(forward_loss, dynamic=False) if compiled else forward_loss
@@ -341,12 +374,16 @@ def run_workload(spec, build, variant, device, batches, modes, warmup, repeats, 
                     timer.evict()
                     holder = {}
 
-                    def step(i, fl=fl, opt=opt, scaler=scaler, data=data):
+                    # The eikonal step's x is a leaf that requires its gradient: backward into the
+                    # parameters only, as tinyfuse's step (no dL/dx through the double backward).
+                    params = list(model.parameters()) if weight is not None else None
+
+                    def step(i, fl=fl, opt=opt, scaler=scaler, data=data, params=params):
                         x, y = data[i % len(data)]
                         with autocast():
                             loss = fl(x, y)
                         opt.zero_grad(set_to_none=True)
-                        scaler.scale(loss).backward()
+                        scaler.scale(loss).backward(inputs=params)
                         scaler.step(opt)
                         scaler.update()
                         holder["loss"] = loss
@@ -412,7 +449,7 @@ def write_json(doc, path):
 
 def common_arguments(p):
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
-    p.add_argument("--workloads", default="all", help="W1,W2,W3,W4 or all")
+    p.add_argument("--workloads", default="all", help="W1,W2,W3,W4,W4e or all")
     p.add_argument("--batches", help="log2 batch sizes for every workload and mode (default: the workload files')")
     p.add_argument("--modes", default="training,inference")
     p.add_argument("--warmup", type=int)

@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <cmath>
+#include <memory>
 
 #include "tinyfuse/buffer.h"
 #include "tinyfuse/factory.h"
@@ -38,8 +39,11 @@ double reference_tolerance(DType param_dtype) {
   }
 }
 
-std::vector<double> cpu_reference_outputs(const WorkloadSpec& w, const std::vector<float>& params, const float* input,
-                                          int64_t n, uint32_t* padded_width) {
+namespace {
+
+// The workload's object on the CPU in FP64 with `params`.
+std::unique_ptr<DifferentiableObject> reference_model(const WorkloadSpec& w, const std::vector<float>& params,
+                                                      std::vector<double>& storage) {
   BuildOptions o;
   o.device = Device::CPU;
   o.cpu_precision = DType::F64;
@@ -47,15 +51,61 @@ std::vector<double> cpu_reference_outputs(const WorkloadSpec& w, const std::vect
   if (ref->n_params() != params.size())
     throw Error("workload reference: the FP64 model has " + std::to_string(ref->n_params()) + " parameters, the device's " +
                 std::to_string(params.size()));
-  std::vector<double> p(params.begin(), params.end());
-  const TensorView pv = TensorView::vector(p.data(), static_cast<int64_t>(p.size()));
+  storage.assign(params.begin(), params.end());
+  const TensorView pv = TensorView::vector(storage.data(), static_cast<int64_t>(storage.size()));
   ref->set_params(pv, pv, TensorView{});
-  std::vector<double> in(static_cast<size_t>(n) * w.n_input_dims);
-  for (size_t i = 0; i < in.size(); ++i) in[i] = input[i];
+  return ref;
+}
+
+std::vector<double> widen(const float* input, size_t n) { return std::vector<double>(input, input + n); }
+
+}  // namespace
+
+std::vector<double> cpu_reference_outputs(const WorkloadSpec& w, const std::vector<float>& params, const float* input,
+                                          int64_t n, uint32_t* padded_width) {
+  std::vector<double> p;
+  auto ref = reference_model(w, params, p);
+  std::vector<double> in = widen(input, static_cast<size_t>(n) * w.n_input_dims);
   *padded_width = ref->padded_output_width();
   std::vector<double> out(static_cast<size_t>(n) * *padded_width);
   ref->inference(TensorView::matrix(in.data(), n, w.n_input_dims), TensorView::matrix(out.data(), n, *padded_width));
   return out;
+}
+
+std::vector<double> cpu_reference_input_gradients(const WorkloadSpec& w, const std::vector<float>& params,
+                                                  const float* input, int64_t n) {
+  std::vector<double> p;
+  auto ref = reference_model(w, params, p);
+  std::vector<double> in = widen(input, static_cast<size_t>(n) * w.n_input_dims);
+  const int64_t width = ref->padded_output_width();
+  std::vector<double> out(static_cast<size_t>(n * width)), ones(out.size(), 0.0), grad(in.size());
+  for (int64_t r = 0; r < n; ++r) ones[static_cast<size_t>(r * width)] = 1.0;
+  const TensorView x = TensorView::matrix(in.data(), n, w.n_input_dims), y = TensorView::matrix(out.data(), n, width);
+  const TensorView g = TensorView::matrix(grad.data(), n, w.n_input_dims);
+  auto ctx = ref->forward(x, &y, false, /*prepare_input_gradients=*/true);
+  ref->backward(*ctx, x, y, TensorView::matrix(ones.data(), n, width), &g, false, GradientMode::Ignore);
+  return grad;
+}
+
+std::vector<double> cpu_finite_difference_gradients(const WorkloadSpec& w, const std::vector<float>& params,
+                                                    const float* input, int64_t n, double h) {
+  std::vector<double> p;
+  auto ref = reference_model(w, params, p);
+  const int64_t dims = w.n_input_dims, width = ref->padded_output_width();
+  // Rows (r, k, +h) and (r, k, -h), evaluated in one call.
+  std::vector<double> in(static_cast<size_t>(2 * n * dims * dims)), out(static_cast<size_t>(2 * n * dims * width));
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t k = 0; k < dims; ++k)
+      for (int side = 0; side < 2; ++side) {
+        double* q = &in[static_cast<size_t>(((r * dims + k) * 2 + side) * dims)];
+        for (int64_t j = 0; j < dims; ++j) q[j] = input[r * dims + j];
+        q[k] += side == 0 ? h : -h;
+      }
+  const int64_t rows = 2 * n * dims;
+  ref->inference(TensorView::matrix(in.data(), rows, dims), TensorView::matrix(out.data(), rows, width));
+  std::vector<double> grad(static_cast<size_t>(n * dims));
+  for (int64_t i = 0; i < n * dims; ++i) grad[static_cast<size_t>(i)] = (out[static_cast<size_t>(2 * i * width)] - out[static_cast<size_t>((2 * i + 1) * width)]) / (2 * h);
+  return grad;
 }
 
 }  // namespace tinyfuse::bench

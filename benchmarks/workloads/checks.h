@@ -31,4 +31,12 @@ double reference_tolerance(DType param_dtype);
 std::vector<double> cpu_reference_outputs(const WorkloadSpec& w, const std::vector<float>& params, const float* input,
                                           int64_t n, uint32_t* padded_width);
 
+// The same model's gradient of its first output with respect to the input, (n, n_input_dims), in
+// FP64: analytically (forward with input gradients prepared, backward of ones) ...
+std::vector<double> cpu_reference_input_gradients(const WorkloadSpec& w, const std::vector<float>& params,
+                                                  const float* input, int64_t n);
+// ... and by central differences of its inference with step h (independent of the backward code).
+std::vector<double> cpu_finite_difference_gradients(const WorkloadSpec& w, const std::vector<float>& params,
+                                                    const float* input, int64_t n, double h);
+
 }  // namespace tinyfuse::bench

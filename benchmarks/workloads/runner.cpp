@@ -11,6 +11,7 @@
 #include "tinyfuse/buffer.h"
 #include "tinyfuse/random.h"
 #include "workloads/checks.h"
+#include "workloads/eikonal_step.h"
 #include "workloads/model.h"
 #include "workloads/targets.h"
 
@@ -150,6 +151,54 @@ class RowRunner {
     return std::max(1, std::min(rotation_buffers(bytes_per_run, timer_.rotation_bytes()), runs));
   }
 
+  // The eikonal step's first step, untimed, and its checks. Before it, with the initial
+  // parameters: the loss the host computes in FP64 (the CPU model's values and input gradients on
+  // the whole batch, eikonal_workload_loss), and central differences of that model's inference on
+  // a few rows of each half. After it: the step's loss against the first, its input gradient
+  // against the differences.
+  void first_eikonal_step(DifferentiableObject& obj, Trainer& trainer, const EikonalStep& eikonal,
+                          const std::vector<float>& x0, const std::vector<float>& y0, int64_t batch,
+                          const std::function<void(size_t)>& step, WorkloadRow& r) {
+    const std::vector<float> params = trainer.params_host();
+    uint32_t width = 0;
+    const std::vector<double> f = cpu_reference_outputs(w_, params, x0.data(), batch, &width);
+    const std::vector<double> g = cpu_reference_input_gradients(w_, params, x0.data(), batch);
+    const double host = eikonal_workload_loss(batch, f.data(), width, g.data(), y0.data(), w_.step.eikonal_weight, 1.0,
+                                              nullptr, nullptr);
+    // Rows from both halves (the L1 rows' gradients flow too: the check is of grad_x f itself).
+    const int64_t half = batch / 2, per_half = std::min<int64_t>(8, half);
+    std::vector<float> rows_x;
+    std::vector<int64_t> rows;
+    for (int64_t i = 0; i < per_half; ++i) rows.push_back(i), rows.push_back(half + i);
+    for (int64_t row : rows) rows_x.insert(rows_x.end(), x0.begin() + 3 * row, x0.begin() + 3 * row + 3);
+    // h far below the finest grid cell (1 / 7,000 for W4e) and far above FP64's rounding: the
+    // differences cross a cell edge with a chance of about 1e-4 per row.
+    constexpr double kStep = 1e-8;
+    const std::vector<double> fd = cpu_finite_difference_gradients(w_, params, rows_x.data(), static_cast<int64_t>(rows.size()), kStep);
+
+    step(0);
+    r.first_loss = eikonal.last_loss();
+    r.host_first_loss = host;
+    const double tol = reference_tolerance(obj.param_dtype());
+    const double err = std::fabs(r.first_loss - host) / std::max(std::fabs(host), 1e-12);
+    r.checks.push_back({"first loss", std::isfinite(r.first_loss) && err <= tol,
+                        "eikonal step " + fmt(r.first_loss) + ", host FP64 " + fmt(host) + ": relative error " + fmt(err) +
+                            " (tolerance " + fmt(tol) + ")"});
+    double gerr = 0, gscale = 0;
+    const std::vector<float>& got = eikonal.input_gradients();
+    for (size_t i = 0; i < rows.size(); ++i)
+      for (int k = 0; k < 3; ++k) {
+        const double a = got[static_cast<size_t>(3 * rows[i] + k)], b = fd[3 * i + k];
+        gerr = std::max(gerr, std::isfinite(a) ? std::fabs(a - b) : INFINITY);
+        gscale = std::max(gscale, std::fabs(b));
+      }
+    const double gtol = tol * (1.0 + gscale);
+    r.checks.push_back({"input gradient", gerr <= gtol,
+                        "grad_x f of the first step on " + std::to_string(rows.size()) +
+                            " rows against central differences (h 1e-8) of the CPU FP64 model: max error " + fmt(gerr) +
+                            " (tolerance " + fmt(gtol) + ")"});
+  }
+
   void training(int64_t batch, WorkloadRow& r) {
     auto m = std::make_shared<WorkloadModel>(build_workload_model(w_, options(), seed_));
     DifferentiableObject& obj = *m->object;
@@ -174,14 +223,28 @@ class RowRunner {
     timer_.settle();
     timer_.evict_caches();
 
+    // The step the workload trains with (one place: the Trainer's, or the eikonal step).
+    std::unique_ptr<EikonalStep> eikonal;
+    if (w_.step.kind == StepSpec::Kind::Eikonal)
+      eikonal = std::make_unique<EikonalStep>(*m, batch, w_.step.eikonal_weight, s);
+    auto step = [&](size_t k) {
+      if (eikonal)
+        eikonal->run(in.views[k], tg.views[k]);
+      else
+        trainer.training_step_async(in.views[k], tg.views[k]);
+    };
+    auto last_loss = [&]() -> double { return eikonal ? eikonal->last_loss() : trainer.last_loss(); };
+
     // The first step, untimed: its loss against the host's loss of the same model's output.
-    {
+    if (eikonal)
+      first_eikonal_step(obj, trainer, *eikonal, x0, y0, batch, step, r);
+    else {
       Buffer out(dev, static_cast<size_t>(batch) * obj.padded_output_width() * dtype_size(obj.output_dtype()));
       const TensorView ov = out.matrix(obj.output_dtype(), batch, obj.padded_output_width(), s);
       obj.inference(in.views[0], ov);
       const std::vector<float> pred = to_host(ov);
       const auto host = host_loss(loss_otype_, pred.data(), obj.padded_output_width(), y0.data(), batch, w_.n_output_dims);
-      trainer.training_step_async(in.views[0], tg.views[0]);
+      step(0);
       r.first_loss = trainer.last_loss();
       if (host) {
         r.host_first_loss = *host;
@@ -197,13 +260,9 @@ class RowRunner {
     }
 
     r.timing = timer_.time(
-        plan_.timing,
-        [&](int i) {
-          const size_t k = static_cast<size_t>((i + 1) % count);
-          trainer.training_step_async(in.views[k], tg.views[k]);
-        },
-        [&](int) { r.losses.push_back(trainer.last_loss()); });
-    if (!timer_.reads_between_runs()) r.losses = {trainer.last_loss()};
+        plan_.timing, [&](int i) { step(static_cast<size_t>((i + 1) % count)); },
+        [&](int) { r.losses.push_back(last_loss()); });
+    if (!timer_.reads_between_runs()) r.losses = {last_loss()};
 
     const bool finite = std::all_of(r.losses.begin(), r.losses.end(), [](double l) { return std::isfinite(l); });
     const size_t tail = std::max<size_t>(1, r.losses.size() / 3);

@@ -1,6 +1,7 @@
 #include "workloads/spec.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <stdexcept>
 
@@ -61,6 +62,26 @@ TargetKind target_kind(const std::string& name, const std::string& file) {
   bad(file, "\"target\" is '" + name + "'; known: image, radiance, sdf");
 }
 
+// The optional "step" field: {"otype": "Eikonal", "eikonal_weight": w} (an SDF workload only).
+StepSpec step_spec(const json& doc, TargetKind target, const std::string& file) {
+  StepSpec s;
+  if (!doc.contains("step")) return s;
+  const json& step = doc.at("step");
+  if (!step.is_object()) bad(file, "\"step\" must be an object such as {\"otype\": \"Eikonal\", \"eikonal_weight\": 0.1}");
+  for (const auto& [key, value] : step.items())
+    if (key != "otype" && key != "eikonal_weight") bad(file, "step." + key + " is not a step field (otype, eikonal_weight)");
+  const std::string otype = text(step, "otype", file);
+  if (otype == "Supervised") return s;
+  if (otype != "Eikonal") bad(file, "step.otype is '" + otype + "'; known: Supervised, Eikonal");
+  if (target != TargetKind::Sdf) bad(file, "an Eikonal step needs an sdf target");
+  const json& w = field(step, "eikonal_weight", file);
+  if (!w.is_number() || !(w.get<double>() >= 0) || !std::isfinite(w.get<double>()))
+    bad(file, "step.eikonal_weight must be a finite number >= 0");
+  s.kind = StepSpec::Kind::Eikonal;
+  s.eikonal_weight = w.get<double>();
+  return s;
+}
+
 }  // namespace
 
 std::string default_workload_dir() { return std::string(TINYFUSE_SOURCE_DIR) + "/benchmarks/workloads/configs"; }
@@ -75,6 +96,7 @@ WorkloadSpec parse_workload(const json& doc, const std::string& file) {
   w.n_input_dims = width(doc, "n_input_dims", file);
   w.n_output_dims = width(doc, "n_output_dims", file);
   w.target = target_kind(text(doc, "target", file), file);
+  w.step = step_spec(doc, w.target, file);
   w.config = field(doc, "config", file);
   if (!w.config.is_object()) bad(file, "\"config\" must be an object");
   w.cpu_batches = batches(doc, "cpu", file);

@@ -1,4 +1,5 @@
-// The workload suite (W1 image, W2 OneBlob, W3 NeRF field, W4 SDF): what each workload is, read
+// The workload suite (W1 image, W2 OneBlob, W3 NeRF field, W4 SDF, W4e SDF with the eikonal term):
+// what each workload is, read
 // from its JSON file in configs/ (the model's tiny-cuda-nn config, its widths, its target and its
 // default batches per device). The same files feed the PyTorch and tinyfuse.tcnn runs
 // (benchmarks/torch/torch_workloads.py), so every side builds the same model.
@@ -16,6 +17,15 @@ namespace tinyfuse::bench {
 // What a workload learns (targets.h makes the samples).
 enum class TargetKind { Image, Radiance, Sdf };
 
+// What one training step does: the Trainer's step with the config's loss ("Supervised", every
+// workload without a "step" field), or the eikonal step (eikonal_step.h: the loss holds the
+// input gradient, so the step differentiates it).
+struct StepSpec {
+  enum class Kind { Supervised, Eikonal };
+  Kind kind = Kind::Supervised;
+  double eikonal_weight = 0;  // Eikonal: the weight of mean (|grad_x f| - 1)^2 beside the L1 term
+};
+
 struct WorkloadSpec {
   std::string id;           // "W1"
   std::string name;         // "image"
@@ -24,6 +34,7 @@ struct WorkloadSpec {
   std::string file;         // the JSON it was read from
   uint32_t n_input_dims = 0, n_output_dims = 0;
   TargetKind target = TargetKind::Image;
+  StepSpec step;
   // The model: {"loss", "optimizer", "encoding", "network"} as tiny-cuda-nn reads it, or for the
   // NeRF field {"loss", "optimizer", "density", "direction_encoding", "color_network"}.
   json config;

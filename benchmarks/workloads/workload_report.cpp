@@ -166,6 +166,9 @@ ojson workload_report_json(const WorkloadReport& r) {
   for (const WorkloadSpec& w : r.specs)
     specs.push_back({{"id", w.id}, {"name", w.name}, {"description", w.description}, {"upstream", w.upstream},
                      {"file", w.file}, {"n_input_dims", w.n_input_dims}, {"n_output_dims", w.n_output_dims},
+                     {"step", w.step.kind == StepSpec::Kind::Eikonal
+                                  ? ojson{{"otype", "Eikonal"}, {"eikonal_weight", w.step.eikonal_weight}}
+                                  : ojson{{"otype", "Supervised"}}},
                      {"config", ojson::parse(w.config.dump())}});
   ojson rows = ojson::array();
   for (const WorkloadRow& w : r.rows) {

@@ -1,8 +1,10 @@
 // tinyfuse-bench's workload suite (benchmarks/workloads): the workload files, the NeRF field W3
 // composes from library objects (against the same parts composed by hand), the targets, the cost
-// model and the host's losses the rows are checked with.
+// model, the host's losses the rows are checked with, and W4e's eikonal step (its parameter
+// gradients against finite differences of its loss).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -10,6 +12,7 @@
 #include "tinyfuse/buffer.h"
 #include "tinyfuse/tinyfuse.h"
 #include "workloads/checks.h"
+#include "workloads/eikonal_step.h"
 #include "workloads/model.h"
 #include "workloads/nerf_field.h"
 #include "workloads/spec.h"
@@ -45,11 +48,18 @@ TensorView mat(std::vector<double>& v, int64_t rows, int64_t cols) { return Tens
 
 }  // namespace
 
-TEST(BenchWorkloads, TheSuiteHasFourWorkloadsInIdOrder) {
+TEST(BenchWorkloads, TheSuiteHasFiveWorkloadsInIdOrder) {
   const auto all = load_workloads(default_workload_dir(), {"all"});
-  ASSERT_EQ(all.size(), 4u);
+  ASSERT_EQ(all.size(), 5u);
   EXPECT_EQ(all[0].id, "W1");
   EXPECT_EQ(all[3].id, "W4");
+  EXPECT_EQ(all[4].id, "W4e");
+  // W4e: W4's model with Softplus, trained with the eikonal step; the others with the Trainer's.
+  EXPECT_EQ(workload("W4e").step.kind, StepSpec::Kind::Eikonal);
+  EXPECT_EQ(workload("W4e").step.eikonal_weight, 0.1);
+  EXPECT_EQ(workload("W4").step.kind, StepSpec::Kind::Supervised);
+  EXPECT_EQ(workload("W4e").config.at("encoding"), workload("W4").config.at("encoding"));
+  EXPECT_EQ(workload("W4e").config.at("network").at("activation"), "Softplus");
   EXPECT_EQ(workload("W1").config.at("encoding").at("log2_hashmap_size"), 15);
   EXPECT_EQ(workload("W2").config.at("network").at("n_neurons"), 128);
   EXPECT_TRUE(workload("W3").is_nerf_field());
@@ -64,7 +74,7 @@ TEST(BenchWorkloads, AnUnknownIdNamesTheKnownOnes) {
     load_workloads(default_workload_dir(), {"W9"});
     FAIL() << "no error";
   } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find("known: W1, W2, W3, W4"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("known: W1, W2, W3, W4, W4e"), std::string::npos) << e.what();
   }
 }
 
@@ -83,6 +93,33 @@ TEST(BenchWorkloads, AFileWithoutAFieldNamesFileAndField) {
   doc["target"] = "image";
   doc["batches"]["cpu"]["training"] = json::array({30});
   EXPECT_THROW(parse_workload(doc, "my.json"), std::runtime_error);  // log2 batch past 24
+}
+
+TEST(BenchWorkloads, AStepFieldIsChecked) {
+  json doc = json::parse(R"({"id": "W9", "name": "x", "description": "", "upstream": "", "n_input_dims": 3,
+                             "n_output_dims": 1, "target": "sdf", "config": {},
+                             "batches": {"cpu": {"training": [8], "inference": [8]},
+                                         "cuda": {"training": [8], "inference": [8]}}})");
+  auto message = [&](const json& step) {
+    doc["step"] = step;
+    try {
+      parse_workload(doc, "my.json");
+    } catch (const std::runtime_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message({{"otype", "Hessian"}}).find("known: Supervised, Eikonal"), std::string::npos);
+  EXPECT_NE(message({{"otype", "Eikonal"}}).find("no \"eikonal_weight\" field"), std::string::npos);
+  EXPECT_NE(message({{"otype", "Eikonal"}, {"eikonal_weight", -1}}).find("finite number >= 0"), std::string::npos);
+  EXPECT_NE(message({{"otype", "Eikonal"}, {"eikonal_weight", 1}, {"weight", 1}}).find("not a step field"),
+            std::string::npos);
+  EXPECT_EQ(message({{"otype", "Eikonal"}, {"eikonal_weight", 0.5}}), "no error");
+  doc["n_input_dims"] = 2u;
+  doc["n_output_dims"] = 3u;
+  doc["target"] = "image";
+  const std::string image = message({{"otype", "Eikonal"}, {"eikonal_weight", 0.5}});
+  EXPECT_NE(image.find("needs an sdf target"), std::string::npos) << image;
 }
 
 // W3's field writes the density network's outputs and the harmonics into column views of one
@@ -198,6 +235,10 @@ TEST(BenchWorkloads, TheCostCountsEveryLayerAtItsComputedWidth) {
   ASSERT_EQ(w3.grids.size(), 1u);
   EXPECT_EQ(w3.grids[0].dims, 3u);
   EXPECT_EQ(w3.flop_per_sample(true), 3 * w3.forward_flop);
+  // W4e: W4's forward, 7 sweeps per eikonal step.
+  const WorkloadCost w4 = workload_cost(workload("W4")), w4e = workload_cost(workload("W4e"));
+  EXPECT_EQ(w4e.forward_flop, w4.forward_flop);
+  EXPECT_EQ(w4e.flop_per_sample(true), 7 * w4.forward_flop);
 }
 
 // The host's loss (the first training step's check, the inference rows' error) is the library's.
@@ -217,4 +258,80 @@ TEST(BenchWorkloads, TheHostLossIsTheLibrarysLoss) {
     EXPECT_NEAR(*host, sum, 1e-6 * std::fabs(sum)) << otype;
   }
   EXPECT_FALSE(host_loss("Variance", pred_f.data(), width, target.data(), n, n_out).has_value());
+}
+
+// The eikonal loss on rows worked by hand: an L1 row and an eikonal row.
+TEST(BenchWorkloads, TheEikonalLossIsL1PlusTheWeightedEikonalTerm) {
+  const float f[4] = {0.3f, 9.0f, 0.0f, -1.0f};  // stride 2: rows' values 0.3 and 0.0
+  const float grad[6] = {5, 5, 5, 0, 0.6f, 0.8f * 2};
+  const float target[2] = {0.1f, 123.0f};  // the eikonal row's target is unused
+  float dL_df[4] = {7, 7, 7, 7}, dL_dgrad[6];
+  const double loss = eikonal_workload_loss(2, f, 2, grad, target, 0.1, 2.0, dL_df, dL_dgrad);
+  const double norm = std::sqrt(0.36 + 2.56);
+  EXPECT_NEAR(loss, 0.2 + 0.1 * (norm - 1) * (norm - 1), 1e-7);
+  EXPECT_EQ(dL_df[0], 2.0f);  // scale * sign(0.3 - 0.1) / 1 row
+  EXPECT_EQ(dL_df[2], 0.0f);
+  EXPECT_EQ(dL_df[1], 7.0f);  // the padding column is not written
+  for (int k = 0; k < 3; ++k) EXPECT_EQ(dL_dgrad[k], 0.0f);
+  EXPECT_NEAR(dL_dgrad[4], 2.0 * 0.1 * 2 * (norm - 1) * 0.6 / norm, 1e-6);
+  EXPECT_NEAR(dL_dgrad[5], 2.0 * 0.1 * 2 * (norm - 1) * 1.6 / norm, 1e-6);
+}
+
+// W4e's step (forward, input gradient, backward, backward_backward_input) writes the gradient of
+// its loss: against central differences of the loss computed from the FP64 model's values and
+// analytic input gradients, for MLP weights and the grid entries with the largest gradients.
+TEST(BenchWorkloads, TheEikonalStepsGradientIsItsLossesDerivative) {
+  WorkloadSpec w = workload("W4e");
+  w.config["encoding"]["log2_hashmap_size"] = 12;  // small: the step, not the size, is tested
+  w.config["encoding"]["n_levels"] = 6;
+  WorkloadModel m = build_workload_model(w, f64(), 3);
+  // Grid entries away from their tiny initial values: the input gradient is then far from 0,
+  // where |grad_x f| has its kink (differences across it would average the two sides).
+  {
+    std::vector<float> p = m.trainer->params_host();
+    Pcg32 jitter(4);
+    for (size_t i = p.size() - workload_cost(w).grids.at(0).n_params; i < p.size(); ++i)
+      p[i] += 0.1f * (2 * jitter.next_float() - 1);
+    m.trainer->set_params_host(p);
+  }
+  const int64_t n = 32;
+  Pcg32 rng(11);
+  std::vector<float> x(n * 3), t(n);
+  make_target_field(TargetKind::Sdf)->sample(rng, n, x.data(), t.data());
+  EikonalStep step(m, n, w.step.eikonal_weight, nullptr);
+  std::vector<double> x64(x.begin(), x.end());  // the FP64 model's input dtype
+  const double loss = step.gradients(TensorView::matrix(x64.data(), n, 3), TensorView::matrix(t.data(), n, 1));
+
+  const std::vector<float> params = m.trainer->params_host();
+  std::vector<float> grads(params.size());
+  copy_tensor(TensorView::matrix(grads.data(), 1, static_cast<int64_t>(grads.size())),
+              TensorView::matrix(m.trainer->gradients().data, m.trainer->gradients().dtype, Device::CPU, 1,
+                                 m.trainer->gradients().numel()));
+  auto host_loss_at = [&](const std::vector<float>& p) {
+    uint32_t width = 0;
+    const std::vector<double> f = cpu_reference_outputs(w, p, x.data(), n, &width);
+    const std::vector<double> g = cpu_reference_input_gradients(w, p, x.data(), n);
+    return eikonal_workload_loss(n, f.data(), width, g.data(), t.data(), w.step.eikonal_weight, 1.0, nullptr, nullptr);
+  };
+  EXPECT_NEAR(loss, host_loss_at(params), 1e-6 * loss);
+
+  // The MLP's weights come first (16 -> 64 -> 64 -> 16 without biases), then the grid's.
+  const size_t mlp = params.size() - workload_cost(w).grids.at(0).n_params;
+  ASSERT_EQ(mlp, 16u * 64 + 64 * 64 + 64 * 16);
+  std::vector<size_t> picks = {0, 5, 16 * 64 + 7, 16 * 64 + 64 * 64 + 3, mlp - 16};
+  std::vector<size_t> grid(params.size() - mlp);
+  for (size_t i = 0; i < grid.size(); ++i) grid[i] = mlp + i;
+  std::partial_sort(grid.begin(), grid.begin() + 4, grid.end(),
+                    [&](size_t a, size_t b) { return std::fabs(grads[a]) > std::fabs(grads[b]); });
+  picks.insert(picks.end(), grid.begin(), grid.begin() + 4);
+  double largest = 0;
+  for (size_t i : picks) {
+    std::vector<float> plus = params, minus = params;
+    plus[i] += 1e-3f;
+    minus[i] -= 1e-3f;
+    const double fd = (host_loss_at(plus) - host_loss_at(minus)) / (double(plus[i]) - double(minus[i]));
+    largest = std::max(largest, std::fabs(fd));
+    EXPECT_NEAR(grads[i], fd, 1e-3 * (std::fabs(fd) + 1e-3)) << "parameter " << i;
+  }
+  EXPECT_GT(largest, 1e-3);  // the comparison saw real gradients
 }

@@ -1,0 +1,97 @@
+#include "workloads/eikonal_step.h"
+
+#include <cmath>
+
+namespace tinyfuse::bench {
+
+template <typename T>
+double eikonal_workload_loss(int64_t n, const T* f, int64_t f_stride, const T* grad, const float* target,
+                             double eikonal_weight, double scale, float* dL_df, float* dL_dgrad) {
+  const int64_t n_l1 = n / 2, n_eikonal = n - n_l1;
+  const double per_l1 = n_l1 > 0 ? 1.0 / static_cast<double>(n_l1) : 0.0;
+  const double per_eikonal = n_eikonal > 0 ? 1.0 / static_cast<double>(n_eikonal) : 0.0;
+  double l1 = 0, eikonal = 0;
+  for (int64_t r = 0; r < n; ++r) {
+    const T* g = grad + 3 * r;
+    if (r < n_l1) {
+      const double d = static_cast<double>(f[r * f_stride]) - static_cast<double>(target[r]);
+      l1 += std::fabs(d);
+      if (dL_df) dL_df[r * f_stride] = static_cast<float>(scale * per_l1 * (d > 0 ? 1.0 : d < 0 ? -1.0 : 0.0));
+      if (dL_dgrad)
+        for (int k = 0; k < 3; ++k) dL_dgrad[3 * r + k] = 0.0f;
+    } else {
+      const double g0 = g[0], g1 = g[1], g2 = g[2], norm = std::sqrt(g0 * g0 + g1 * g1 + g2 * g2);
+      eikonal += (norm - 1) * (norm - 1);
+      if (dL_df) dL_df[r * f_stride] = 0.0f;
+      // d/dg (|g| - 1)^2 = 2 (|g| - 1) g / |g|.
+      const double c = norm > 0 ? scale * eikonal_weight * per_eikonal * 2 * (norm - 1) / norm : 0.0;
+      if (dL_dgrad)
+        for (int k = 0; k < 3; ++k) dL_dgrad[3 * r + k] = static_cast<float>(c * static_cast<double>(g[k]));
+    }
+  }
+  return l1 * per_l1 + eikonal_weight * eikonal * per_eikonal;
+}
+
+template double eikonal_workload_loss<float>(int64_t, const float*, int64_t, const float*, const float*, double, double,
+                                             float*, float*);
+template double eikonal_workload_loss<double>(int64_t, const double*, int64_t, const double*, const float*, double,
+                                              double, float*, float*);
+
+namespace {
+
+// Allocates `b` for a (rows, cols) matrix of `dtype` on `device` and returns its view.
+TensorView allocate(Buffer& b, Device device, DType dtype, int64_t rows, int64_t cols, Stream s) {
+  b = Buffer(device, static_cast<size_t>(rows) * static_cast<size_t>(cols) * dtype_size(dtype));
+  return b.matrix(dtype, rows, cols, s);
+}
+
+}  // namespace
+
+EikonalStep::EikonalStep(WorkloadModel& m, int64_t batch, double eikonal_weight, Stream stream)
+    : m_(m), batch_(batch), width_(m.object->padded_output_width()), weight_(eikonal_weight) {
+  DifferentiableObject& obj = *m.object;
+  const Device dev = obj.device();
+  out_v_ = allocate(out_, dev, obj.output_dtype(), batch, width_, stream);
+  ones_v_ = allocate(ones_, dev, obj.output_dtype(), batch, width_, stream);
+  d_out_v_ = allocate(d_out_dev_, dev, obj.output_dtype(), batch, width_, stream);
+  grad_v_ = allocate(grad_dev_, dev, obj.input_dtype(), batch, 3, stream);
+  v_v_ = allocate(v_dev_, dev, obj.input_dtype(), batch, 3, stream);
+  f_.assign(static_cast<size_t>(batch * width_), 0.0f);
+  grad_.assign(static_cast<size_t>(batch * 3), 0.0f);
+  target_.assign(static_cast<size_t>(batch), 0.0f);
+  d_out_.assign(static_cast<size_t>(batch * width_), 0.0f);  // padding columns stay 0
+  v_.assign(static_cast<size_t>(batch * 3), 0.0f);
+  // dL/doutput of the input gradient of the first output: one in column 0.
+  std::vector<float> ones(static_cast<size_t>(batch * width_), 0.0f);
+  for (int64_t r = 0; r < batch; ++r) ones[static_cast<size_t>(r * width_)] = 1.0f;
+  copy_tensor(ones_v_, TensorView::matrix(ones.data(), batch, width_));
+  synchronize(dev, stream);
+}
+
+double EikonalStep::gradients(const TensorView& x, const TensorView& target) {
+  DifferentiableObject& obj = *m_.object;
+  const Device dev = obj.device();
+  const Stream s = out_v_.stream;
+  auto ctx = obj.forward(x, &out_v_, false, /*prepare_input_gradients=*/true);
+  obj.backward(*ctx, x, out_v_, ones_v_, &grad_v_, false, GradientMode::Ignore);  // grad_x f
+  copy_tensor(TensorView::matrix(f_.data(), batch_, width_), out_v_);
+  copy_tensor(TensorView::matrix(grad_.data(), batch_, 3), grad_v_);
+  copy_tensor(TensorView::matrix(target_.data(), batch_, 1), target);
+  synchronize(dev, s);
+  last_loss_ = eikonal_workload_loss(batch_, f_.data(), width_, grad_.data(), target_.data(), weight_,
+                                     m_.trainer->loss_scale(), d_out_.data(), v_.data());
+  copy_tensor(d_out_v_, TensorView::matrix(d_out_.data(), batch_, width_));
+  copy_tensor(v_v_, TensorView::matrix(v_.data(), batch_, 3));
+  // The loss through f (the L1 rows), then through grad_x f (the eikonal rows) added.
+  obj.backward(*ctx, x, out_v_, d_out_v_, nullptr, false, GradientMode::Overwrite);
+  obj.backward_backward_input(*ctx, x, v_v_, ones_v_, nullptr, nullptr, false, GradientMode::Accumulate);
+  return last_loss_;
+}
+
+double EikonalStep::run(const TensorView& x, const TensorView& target) {
+  const double loss = gradients(x, target);
+  m_.trainer->optimizer_step();
+  return loss;
+}
+
+}  // namespace tinyfuse::bench
