@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """The workload suite through tinycudann's PyTorch API: tinyfuse.tcnn, or upstream tinycudann.
 
-The same four workloads as tinyfuse-bench --workloads and benchmarks/torch/torch_workloads.py
+The same workloads as tinyfuse-bench --workloads and benchmarks/torch/torch_workloads.py
 (whose data, timing and rows this uses), built as tinycudann's users build them:
-tcnn.NetworkWithInputEncoding for W1, W2 and W4; for W3 a NetworkWithInputEncoding (density), a
+tcnn.NetworkWithInputEncoding for W1, W2, W4 and W4e (its eikonal step through the module's
+double backward, torch_workloads.eikonal_loss; upstream tinycudann has none, and its row says so); for W3 a NetworkWithInputEncoding (density), a
 tcnn.Encoding (the direction's harmonics) and a tcnn.Network (colour) joined by torch.cat, as
 nerfstudio does. The loss is computed in PyTorch on the module's output and the parameters are
 stepped by torch.optim.Adam (the config's learning rate, betas, epsilon), as tiny-cuda-nn's own

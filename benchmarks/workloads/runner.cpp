@@ -172,7 +172,7 @@ class RowRunner {
     for (int64_t i = 0; i < per_half; ++i) rows.push_back(i), rows.push_back(half + i);
     for (int64_t row : rows) rows_x.insert(rows_x.end(), x0.begin() + 3 * row, x0.begin() + 3 * row + 3);
     // h far below the finest grid cell (1 / 7,000 for W4e) and far above FP64's rounding: the
-    // differences cross a cell edge with a chance of about 1e-4 per row.
+    // differences cross a cell edge of some level with a chance of about 1e-3 per row.
     constexpr double kStep = 1e-8;
     const std::vector<double> fd = cpu_finite_difference_gradients(w_, params, rows_x.data(), static_cast<int64_t>(rows.size()), kStep);
 

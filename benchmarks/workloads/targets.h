@@ -7,7 +7,7 @@
 //             (d + 1) / 2 (SphericalHarmonics reads [0, 1]); target RGB, for c = 0, 1, 2:
 //             0.5 + 0.25 sin(2 pi (2 p_c + p_(c+1))) + 0.1 sin(16 pi (p_0 + p_1 + p_2)) + 0.1 d_c
 //             (indices mod 3): in [0.05, 0.95], inside the Sigmoid's range.
-//   sdf       (W4): p in [0, 1)^3 uniform; target: the signed distance to a sphere (centre
+//   sdf       (W4, W4e): p in [0, 1)^3 uniform; target: the signed distance to a sphere (centre
 //             (0.4, 0.5, 0.5), radius 0.25) joined to a torus (centre (0.65, 0.5, 0.5), axis z,
 //             radii 0.2 and 0.06): min of the two distances.
 #pragma once

@@ -135,6 +135,11 @@ void print_workload_report(std::ostream& os, const WorkloadReport& r) {
     const Compared eager = compare(w, f.find(kTorchEager, w)), comp = compare(w, f.find(kTorchCompile, w)),
                    py = compare(w, f.find(kTinyfuseTcnn, w)), up = compare(w, f.upstream(w, false)),
                    jit = compare(w, f.upstream(w, true));
+    // Why a compared figure is missing (W4e's torch.compile step: no double backward).
+    for (const char* variant : {kTorchEager, kTorchCompile, kTinyfuseTcnn})
+      if (const WorkloadFigure* fig = f.find(variant, w); fig && !fig->samples_per_s)
+        notes.push_back(std::string(variant) + " " + w.id + " " + to_string(w.mode) + " " + batch_label(w.batch) + ": " +
+                        fig->error);
     row.insert(row.end(), {eager.cell, comp.cell, eager.ratio, comp.ratio, py.cell,
                            py.x ? fixed(100.0 / *py.x, 0) + " %" : "-", up.cell, jit.cell, jit.ratio});
     rows.push_back(std::move(row));

@@ -1,7 +1,7 @@
 """The workload suite's PyTorch baseline (benchmarks/torch/torch_workloads.py) computes what tinyfuse
 computes: its OneBlob, spherical harmonics and hash grid against tinyfuse.tcnn's encodings on the
-CPU, its targets against the built-in picture; and a row through tinyfuse.tcnn
-(benchmarks/python/tcnn_workloads.py) trains and reports."""
+CPU, its targets against the built-in picture, its eikonal loss (W4e) against a linear field's;
+and rows through tinyfuse.tcnn (benchmarks/python/tcnn_workloads.py) train and report."""
 import os
 import sys
 
@@ -64,3 +64,34 @@ def test_a_tinyfuse_tcnn_row_trains_and_reports():
     assert train["loss_fell"] and len(train["losses"]) == 6 and train["samples_per_s"] > 0
     assert infer["finite"] and infer["trained_steps"] == 8
     assert infer["loss_vs_target"] < train["first_loss"]
+
+
+def test_the_eikonal_loss_is_l1_plus_the_weighted_eikonal_term():
+    # f(x) = 2 x0 - x1: f = 2 x0 - x1, grad = (2, -1, 0), |grad| = sqrt(5) on every row.
+    lin = torch.nn.Linear(3, 1, bias=False)
+    with torch.no_grad():
+        lin.weight.copy_(torch.tensor([[2.0, -1.0, 0.0]]))
+    x = torch.rand(10, 3)
+    y = torch.rand(10, 1)
+    want = (2 * x[:5, 0] - x[:5, 1] - y[:5, 0]).abs().mean() + 0.1 * (5 ** 0.5 - 1) ** 2
+    got = tw.eikonal_loss(lin, x, y, 0.1)
+    torch.testing.assert_close(got, want)
+    got.backward()  # through the input gradient: d/dw of 0.1 (|w| - 1)^2 = 0.2 (|w| - 1) w / |w| on the eikonal half
+    l1 = torch.sign(2 * x[:5, 0] - x[:5, 1] - y[:5, 0]).unsqueeze(1) * x[:5]
+    grad = l1.mean(0) + 0.2 * (5 ** 0.5 - 1) * torch.tensor([2.0, -1.0, 0.0]) / 5 ** 0.5
+    torch.testing.assert_close(lin.weight.grad[0], grad)
+
+
+def test_the_eikonal_workload_trains_through_tinyfuse_tcnn_and_refuses_compile():
+    [spec] = tw.load_workloads(["W4e"])
+    assert tw.eikonal_weight(spec) == 0.1 and tw.eikonal_weight(tw.load_workloads(["W4"])[0]) is None
+    spec = dict(spec, config=dict(spec["config"], encoding=dict(spec["config"]["encoding"], log2_hashmap_size=12)))
+    build = lambda s, dev: tcnn_workloads.tcnn_model(tcnn, s, dev, False)  # noqa: E731
+    records = tw.run_workload(spec, build, "tinyfuse.tcnn", torch.device("cpu"), {"training": [9], "inference": [9]},
+                              ["training", "inference"], warmup=1, repeats=6, log=lambda s: None)
+    train, infer = records
+    assert "error" not in train and "error" not in infer, records
+    assert train["loss_fell"] and len(train["losses"]) == 6
+    [compiled] = tw.run_workload(spec, tw.torch_model, "torch-compile", torch.device("cpu"), {"training": [9]},
+                                 ["training"], warmup=1, repeats=2, compiled=True, log=lambda s: None)
+    assert compiled["error"] == tw.EIKONAL_NOT_COMPILED
