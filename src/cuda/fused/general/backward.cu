@@ -6,7 +6,7 @@
 // In the product dY_prev (rows x in) = dZ (rows x out) * W (out x in) the weights are the B
 // operand with k = out, n = in, i.e. B[k][n] = W[k][n] read as 8x8 blocks transposed
 // (ldmatrix .trans) from the forward layout.
-// The planner (plan.cu) prefers the pipelined backward where it applies
+// The planner (plan.cpp) prefers the pipelined backward where it applies
 // (pipelined/backward_kernel.cuh; same values, bit for bit).
 // HIP builds compile backward_hip.cuh's kernel (AMD matrix-core builtins, dZ through LDS) in place of this file's
 // (mma.sync, dZ in registers); the host side below is shared.

@@ -3,7 +3,7 @@
 // activations in registers; only the input is read and the output (plus, for training, each
 // hidden layer's y and, where needed, z) written. See kernel_common.cuh for the tiling and
 // launch_config.h for the grid. Every shape runs here, on every device (sm_75+); the planner
-// (plan.cu) prefers the pipelined and Hopper kernels where they apply (same values, bit for bit).
+// (plan.cpp) prefers the pipelined and Hopper kernels where they apply (same values, bit for bit).
 // HIP builds compile forward_hip.cuh's kernel (AMD matrix-core builtins, activations through LDS) in place of this
 // file's (mma.sync, activations in registers); the host side below is shared.
 #include "cuda/fused/kernel_common.cuh"
