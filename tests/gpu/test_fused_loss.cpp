@@ -160,7 +160,7 @@ TEST_F(FusedLoss, SameBitsAsForwardThenLoss) {
     }
 }
 
-// The fold's rule, asked of the network (the planner, plan.cu): L2 only, up to 64 wide, sm_90+,
+// The fold's rule, asked of the network (the planner, plan.cpp): L2 only, up to 64 wide, sm_90+,
 // folded_loss on; otherwise forward_with_loss takes the default path and still gives a context.
 TEST_F(FusedLoss, TheFoldRule) {
   const int64_t batch = 64;

@@ -82,6 +82,10 @@ inline SmemPlan plan_smem(const FusedShape& shape, size_t elem_bytes, size_t res
   return {false, static_cast<size_t>(largest) * elem_bytes};
 }
 
+// Device code from here on: the host-only units (plan.cpp, launch.cpp, launch_config.cpp) include
+// this header for the shapes above and are compiled by the host compiler.
+#if defined(__CUDACC__) || defined(__HIPCC__)
+
 // Copies one layer's (rows x cols) weights into shared memory (row stride cols + kSmemPad), by
 // every thread of the block. 16-byte loads when the parameters allow them.
 template <typename T>
@@ -148,5 +152,7 @@ __device__ __forceinline__ float derivative_from_saved(Activation act, float v, 
   }
   return activate_derivative(act, v);
 }
+
+#endif  // __CUDACC__ || __HIPCC__
 
 }  // namespace tinyfuse::cuda::fused

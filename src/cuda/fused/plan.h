@@ -1,7 +1,7 @@
 // Which kernel runs each pass of a FullyFusedMLP, and with what launch: decided here, in one
-// place (plan.cu), from the pass, the dtype, the shape, the layout of the call's matrices, the
+// place (plan.cpp), from the pass, the dtype, the shape, the layout of the call's matrices, the
 // device and the network's FusedKernelOptions. A network remembers its last plan per pass and
-// reuses it while the batch, layout and device stay the same; the launchers (launch.cu) launch
+// reuses it while the batch, layout and device stay the same; the launchers (launch.cpp) launch
 // what a plan says and decide nothing.
 //
 // The kernel families (each in its own folder; docs/ARCHITECTURE.md has the table):
@@ -75,7 +75,7 @@ FusedPlan plan_pass(const PlanInputs& in);
 
 // Each family's part of the choice (its own unit): the plan where the family takes `in`,
 // FusedKernel::None where it does not. plan_pass asks them in order of speed.
-// The general kernels' plan (launch_config.cu): weights resident in shared memory when every layer
+// The general kernels' plan (launch_config.cpp): weights resident in shared memory when every layer
 // fits half of the device's per-block limit (so two blocks share an SM), else staged one layer at a
 // time; as many blocks as the SMs hold at once, looping over the tiles. Throws UnsupportedError
 // where one layer's weights exceed shared memory.
@@ -94,7 +94,7 @@ FusedPlan plan_pipelined_weight_grads(const PlanInputs& in);  // BackwardWeightG
 FusedPlan plan_pipelined_train_step(const PlanInputs& in);    // TrainStep
 FusedPlan plan_hopper_inference(const PlanInputs& in);        // Inference
 
-// Launches a plan (launch.cu). partial: the FP32 weight-gradient partials of the kernels that form
+// Launches a plan (launch.cpp). partial: the FP32 weight-gradient partials of the kernels that form
 // them (PipelinedWeightGrads, PipelinedTrainStep), else null. Nothing here synchronises the host.
 void launch_plan(const FusedPlan& plan, const ForwardArgs& args, float* partial, gpuStream_t stream);
 void launch_plan(const FusedPlan& plan, const BackwardArgs& args, float* partial, gpuStream_t stream);

@@ -6,7 +6,7 @@
 // In the product dY_prev (rows x in) = dZ (rows x out) * W (out x in) the weights are the B
 // operand with k = out, n = in, i.e. B[k][n] = W[k][n] read as 8x8 blocks transposed
 // (ldmatrix .trans) from the forward layout.
-// The planner (plan.cu) prefers the pipelined backward where it applies
+// The planner (plan.cpp) prefers the pipelined backward where it applies
 // (pipelined/backward_kernel.cuh; same values, bit for bit).
 // HIP builds compile backward_hip.cuh's kernel (AMD matrix-core builtins, dZ through LDS) in place of this file's
 // (mma.sync, dZ in registers); the host side below is shared.
@@ -56,8 +56,11 @@ __device__ __forceinline__ void zero(float (&acc)[MT][NT][4]) {
       for (int i = 0; i < 4; ++i) acc[m][n][i] = 0.0f;
 }
 
+// At least three blocks per SM (at most 168 registers): the run-time activation's out-of-line
+// call (run_time_activation.cuh), made while the output layer's accumulators are live, otherwise
+// takes ptxas to 180 registers at 64 wide (138 with the activation inlined).
 template <typename T, int WIDTH>
-__global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize)
+__global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize, 3)
     fused_backward_kernel(KernelShape s, BackwardArgs args, int64_t n_tiles) {
   using Tl = Tile<WIDTH>;
   constexpr int MT = Tl::kMTiles;

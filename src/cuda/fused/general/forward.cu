@@ -3,11 +3,12 @@
 // activations in registers; only the input is read and the output (plus, for training, each
 // hidden layer's y and, where needed, z) written. See kernel_common.cuh for the tiling and
 // launch_config.h for the grid. Every shape runs here, on every device (sm_75+); the planner
-// (plan.cu) prefers the pipelined and Hopper kernels where they apply (same values, bit for bit).
+// (plan.cpp) prefers the pipelined and Hopper kernels where they apply (same values, bit for bit).
 // HIP builds compile forward_hip.cuh's kernel (AMD matrix-core builtins, activations through LDS) in place of this
 // file's (mma.sync, activations in registers); the host side below is shared.
 #include "cuda/fused/kernel_common.cuh"
 #include "cuda/fused/plan.h"
+#include "cuda/fused/run_time_activation.cuh"
 #include "cuda/primitives/mma.cuh"
 #if defined(TINYFUSE_WITH_HIP)
 #include "cuda/fused/general/forward_hip.cuh"
@@ -33,24 +34,24 @@ __device__ __forceinline__ void hidden_epilogue(float (&acc)[Tile<WIDTH>::kMTile
   for (int m = 0; m < Tile<WIDTH>::kMTiles; ++m)
 #pragma unroll
     for (int n = 0; n < Tile<WIDTH>::kNTiles; ++n) {
-      float z[4], y[4];
+      // z = round(acc) (stored first: not live across the activation's call), then y = act(z)
+      // through run_time_activation.cuh.
+      float v[4];
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        z[i] = round_to<T>(acc[m][n][i]);
-        y[i] = activate(act, z[i]);
-      }
-      const uint32_t y_lo = pack2<T>(y[0], y[1]), y_hi = pack2<T>(y[2], y[3]);
-      a[m][n / 2][(n % 2) * 2 + 0] = y_lo;
-      a[m][n / 2][(n % 2) * 2 + 1] = y_hi;
+      for (int i = 0; i < 4; ++i) v[i] = round_to<T>(acc[m][n][i]);
       const int64_t r = row0 + 16 * m + g;
       const int col = 8 * n + 2 * t;
+      if (z_out) {
+        store_pair(z_out, WIDTH, r, col, batch, pack2<T>(v[0], v[1]));
+        store_pair(z_out, WIDTH, r + 8, col, batch, pack2<T>(v[2], v[3]));
+      }
+      activate_run_time<kGeneralActivationCall, 4>(act, [&](int i) -> float& { return v[i]; });
+      const uint32_t y_lo = pack2<T>(v[0], v[1]), y_hi = pack2<T>(v[2], v[3]);
+      a[m][n / 2][(n % 2) * 2 + 0] = y_lo;
+      a[m][n / 2][(n % 2) * 2 + 1] = y_hi;
       if (y_out) {
         store_pair(y_out, WIDTH, r, col, batch, y_lo);
         store_pair(y_out, WIDTH, r + 8, col, batch, y_hi);
-      }
-      if (z_out) {
-        store_pair(z_out, WIDTH, r, col, batch, pack2<T>(z[0], z[1]));
-        store_pair(z_out, WIDTH, r + 8, col, batch, pack2<T>(z[2], z[3]));
       }
     }
 }
@@ -173,21 +174,19 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize)
       for (int m = 0; m < Tl::kMTiles; ++m)
 #pragma unroll
         for (int n = 0; n < 2; ++n) {
-          float z[4], y[4];
+          float v[4];  // z = round(o), stored first; then y = act(z), as the hidden layers
 #pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            z[i] = round_to<T>(o[m][n][i]);
-            y[i] = activate(s.out_act, z[i]);
-          }
+          for (int i = 0; i < 4; ++i) v[i] = round_to<T>(o[m][n][i]);
           const int64_t r = row0 + 16 * m + g;
           const int col = c0 + 8 * n + 2 * t;
-          if (args.output) {
-            store_pair(args.output, args.ld_out, r, col, batch, pack2<T>(y[0], y[1]));
-            store_pair(args.output, args.ld_out, r + 8, col, batch, pack2<T>(y[2], y[3]));
-          }
           if (args.out_z) {
-            store_pair(args.out_z, s.out_width, r, col, batch, pack2<T>(z[0], z[1]));
-            store_pair(args.out_z, s.out_width, r + 8, col, batch, pack2<T>(z[2], z[3]));
+            store_pair(args.out_z, s.out_width, r, col, batch, pack2<T>(v[0], v[1]));
+            store_pair(args.out_z, s.out_width, r + 8, col, batch, pack2<T>(v[2], v[3]));
+          }
+          activate_run_time<kGeneralActivationCall, 4>(s.out_act, [&](int i) -> float& { return v[i]; });
+          if (args.output) {
+            store_pair(args.output, args.ld_out, r, col, batch, pack2<T>(v[0], v[1]));
+            store_pair(args.output, args.ld_out, r + 8, col, batch, pack2<T>(v[2], v[3]));
           }
         }
     }

@@ -79,10 +79,8 @@ __device__ __forceinline__ uint32_t relu_dz_pair(float dy_lo, float dy_hi, uint3
   return out;
 }
 
-// dZ of a hidden layer with a run-time activation A for one pass, from its dY accumulators (acc)
-// and the saved values (sv, A fragments as hidden_dz reads them): dz_pair element by element, with
-// the switch over the activation taken once for the pass (not once per element: the same values,
-// one copy of each activation's derivative per call site).
+// dZ of a hidden layer with activation A (None or ReLU) for one pass, from its dY accumulators
+// (acc) and the saved values (sv, A fragments as hidden_dz reads them): dz_pair element by element.
 template <typename T, int WIDTH, Activation A>
 __device__ __forceinline__ void activation_dz(DzFrags<WIDTH>& dz,
                                               const float (&acc)[PipelineTiling<WIDTH>::kMTiles][PipelineTiling<WIDTH>::kPassTiles][4],
@@ -101,6 +99,43 @@ __device__ __forceinline__ void activation_dz(DzFrags<WIDTH>& dz,
         dz[mt][tile / 2][r] = dz_pair<T>(dy0, dy1, A, sv[mt][n / 2][r], derivative_from_y(A));
       }
     }
+}
+// The same for the other activations, act'(saved) through run_time_activation.cuh's call
+// (kPassDerivativeCall elements per call, in dz_pair's order).
+template <typename T, int WIDTH>
+__device__ __forceinline__ void activation_dz(DzFrags<WIDTH>& dz,
+                                              const float (&acc)[PipelineTiling<WIDTH>::kMTiles][PipelineTiling<WIDTH>::kPassTiles][4],
+                                              const uint32_t (&sv)[PipelineTiling<WIDTH>::kMTiles][PipelineTiling<WIDTH>::kPassTiles / 2][4],
+                                              int pass, Activation act, bool from_y) {
+  using Tl = PipelineTiling<WIDTH>;
+  // Element e: m-tile mt, tile pair n / 2, register r, half h (as the loops of the version above).
+  constexpr int kPairs = Tl::kPassTiles / 2;
+  auto at = [](int e, int& mt, int& n, int& r, int& h) {
+    h = e % 2;
+    r = e / 2 % 4;
+    n = 2 * (e / 8 % kPairs);
+    mt = e / (8 * kPairs);
+  };
+  float lo = 0.0f;
+  derivative_run_time<kPassDerivativeCall, Tl::kMTiles * kPairs * 8>(
+      act, from_y,
+      [&](int e) {
+        int mt, n, r, h;
+        at(e, mt, n, r, h);
+        const float2 v = unpack2<T>(sv[mt][n / 2][r]);
+        return h == 0 ? v.x : v.y;
+      },
+      [&](int e, float d) {
+        int mt, n, r, h;
+        at(e, mt, n, r, h);
+        const float dy = round_to<T>(acc[mt][n + (r >> 1)][2 * (r & 1) + h]);
+        if (h == 0) {
+          lo = dy * d;
+        } else {
+          const int tile = pass * Tl::kPassTiles + n;
+          dz[mt][tile / 2][r] = pack2<T>(lo, dy * d);
+        }
+      });
 }
 
 // dZ of a hidden layer for one pass's 8-column tiles of dY accumulators, into dz (A fragments);
@@ -128,8 +163,6 @@ __device__ __forceinline__ void hidden_dz(DzFrags<WIDTH>& dz,
         }
       }
   } else {
-    // from_y is derivative_from_y(act) (kernel_shape), which activation_dz knows per activation.
-    (void)from_y;
     uint32_t sv[Tl::kMTiles][Tl::kPassTiles / 2][4] = {};
     if (act != Activation::None)
 #pragma unroll
@@ -137,18 +170,9 @@ __device__ __forceinline__ void hidden_dz(DzFrags<WIDTH>& dz,
 #pragma unroll
         for (int n = 0; n < Tl::kPassTiles; n += 2)
           px::ldmatrix_x4(sv[mt][n / 2], a_block_row(saved, stage_stride, mt, (pass * Tl::kPassTiles + n) * 8, lane));
-    switch (act) {
-      case Activation::None: return activation_dz<T, WIDTH, Activation::None>(dz, acc, sv, pass);
-      case Activation::ReLU: return activation_dz<T, WIDTH, Activation::ReLU>(dz, acc, sv, pass);
-      case Activation::LeakyReLU: return activation_dz<T, WIDTH, Activation::LeakyReLU>(dz, acc, sv, pass);
-      case Activation::SiLU: return activation_dz<T, WIDTH, Activation::SiLU>(dz, acc, sv, pass);
-      case Activation::Exponential: return activation_dz<T, WIDTH, Activation::Exponential>(dz, acc, sv, pass);
-      case Activation::Sine: return activation_dz<T, WIDTH, Activation::Sine>(dz, acc, sv, pass);
-      case Activation::Sigmoid: return activation_dz<T, WIDTH, Activation::Sigmoid>(dz, acc, sv, pass);
-      case Activation::Squareplus: return activation_dz<T, WIDTH, Activation::Squareplus>(dz, acc, sv, pass);
-      case Activation::Softplus: return activation_dz<T, WIDTH, Activation::Softplus>(dz, acc, sv, pass);
-      case Activation::Tanh: return activation_dz<T, WIDTH, Activation::Tanh>(dz, acc, sv, pass);
-    }
+    if (act == Activation::None) return activation_dz<T, WIDTH, Activation::None>(dz, acc, sv, pass);
+    if (act == Activation::ReLU) return activation_dz<T, WIDTH, Activation::ReLU>(dz, acc, sv, pass);
+    activation_dz<T, WIDTH>(dz, acc, sv, pass, act, from_y);
   }
 }
 

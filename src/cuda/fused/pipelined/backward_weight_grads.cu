@@ -9,6 +9,27 @@ namespace tinyfuse::cuda::fused {
 
 namespace {
 
+// The kernel, one per dtype (its body: backward_weight_grads_kernel.cuh).
+__global__ void __launch_bounds__(kDwWarps* kWarpSize, 1)
+    pipelined_backward_dw_kernel_f16(KernelShape s, BackwardArgs args, int weight_bytes, int stage_stride, int64_t n_tiles,
+                                  float* partial) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  pipelined_backward_dw_body<__half>(s, args, weight_bytes, stage_stride, n_tiles, partial);
+#else
+  __trap();  // never launched: the launcher checks the architecture first
+#endif
+}
+
+__global__ void __launch_bounds__(kDwWarps* kWarpSize, 1)
+    pipelined_backward_dw_kernel_bf16(KernelShape s, BackwardArgs args, int weight_bytes, int stage_stride,
+                                   int64_t n_tiles, float* partial) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  pipelined_backward_dw_body<__nv_bfloat16>(s, args, weight_bytes, stage_stride, n_tiles, partial);
+#else
+  __trap();  // never launched: the launcher checks the architecture first
+#endif
+}
+
 // The shapes the kernel is written for (its header says why these).
 bool shape_applies(const FusedShape& shape) {
   return shape.width == kDwWidth && shape.act == Activation::ReLU && shape.out_act == Activation::None &&

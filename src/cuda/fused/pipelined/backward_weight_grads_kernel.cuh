@@ -204,25 +204,8 @@ __device__ __forceinline__ void pipelined_backward_dw_body(KernelShape s, Backwa
   }
 }
 
-__global__ void __launch_bounds__(kDwWarps* kWarpSize, 1)
-    pipelined_backward_dw_kernel_f16(KernelShape s, BackwardArgs args, int weight_bytes, int stage_stride, int64_t n_tiles,
-                                  float* partial) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  pipelined_backward_dw_body<__half>(s, args, weight_bytes, stage_stride, n_tiles, partial);
-#else
-  __trap();  // never launched: the launcher checks the architecture first
-#endif
-}
-
-__global__ void __launch_bounds__(kDwWarps* kWarpSize, 1)
-    pipelined_backward_dw_kernel_bf16(KernelShape s, BackwardArgs args, int weight_bytes, int stage_stride,
-                                   int64_t n_tiles, float* partial) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  pipelined_backward_dw_body<__nv_bfloat16>(s, args, weight_bytes, stage_stride, n_tiles, partial);
-#else
-  __trap();  // never launched: the launcher checks the architecture first
-#endif
-}
+// The kernels themselves are defined in backward_weight_grads.cu, the one unit that launches them
+// (train_step.cu includes this header for its helpers and would otherwise compile a copy of each).
 
 }  // namespace
 

@@ -98,6 +98,14 @@ __device__ __forceinline__ void put_fragments(
     for (int k = 0; k < PipelineTiling<WIDTH>::kKSteps; ++k) put_block(stage, stage_stride, mt, 16 * k, x[mt][k], lane);
 }
 
+// Whether a pass's epilogue goes pair by pair with z formed after y (training, except where
+// run_time_activation.cuh's kKeepZFirst has the Generic epilogue store z first and then finish
+// the accumulators in place, as inference does).
+template <Epilogue E, int WIDTH, bool KEEP>
+constexpr bool keep_pairwise() {
+  return KEEP && !(E == Epilogue::Generic && kKeepZFirst<WIDTH>);
+}
+
 // y = finish(x W^T) for a hidden layer, x and y as A fragments in registers; W in shared memory
 // (WIDTH x WIDTH, row stride WIDTH + kSmemPad). With zstage (Generic only), z goes into the stage.
 template <typename T, int WIDTH, Epilogue E, bool KEEP>
@@ -122,16 +130,9 @@ __device__ __forceinline__ void hidden_layer(
           mma_16816<T>(acc[mt][2 * p + 1], x[mt][ks], b[2], b[3]);
         }
       }
-    if constexpr (KEEP) {
-#pragma unroll
-      for (int mt = 0; mt < Tl::kMTiles; ++mt)
-#pragma unroll
-        for (int n = 0; n < Tl::kPassTiles; ++n) {
-          const int tile = pass * Tl::kPassTiles + n;  // 8-column tile of the layer's output
-          y[mt][tile / 2][(tile % 2) * 2 + 0] = finish_pair<T, E>(acc[mt][n][0], acc[mt][n][1], act);
-          y[mt][tile / 2][(tile % 2) * 2 + 1] = finish_pair<T, E>(acc[mt][n][2], acc[mt][n][3], act);
-        }
-      if constexpr (E == Epilogue::Generic) {
+    // z (training, Generic, when kept) into the stage.
+    auto put_z = [&] {
+      if constexpr (KEEP && E == Epilogue::Generic) {
         if (keep_z) {
 #pragma unroll
           for (int mt = 0; mt < Tl::kMTiles; ++mt)
@@ -144,8 +145,20 @@ __device__ __forceinline__ void hidden_layer(
             }
         }
       }
+    };
+    if constexpr (keep_pairwise<E, WIDTH, KEEP>()) {
+#pragma unroll
+      for (int mt = 0; mt < Tl::kMTiles; ++mt)
+#pragma unroll
+        for (int n = 0; n < Tl::kPassTiles; ++n) {
+          const int tile = pass * Tl::kPassTiles + n;  // 8-column tile of the layer's output
+          y[mt][tile / 2][(tile % 2) * 2 + 0] = finish_pair<T, E>(acc[mt][n][0], acc[mt][n][1], act);
+          y[mt][tile / 2][(tile % 2) * 2 + 1] = finish_pair<T, E>(acc[mt][n][2], acc[mt][n][3], act);
+        }
+      put_z();
     } else {
-      // Inference: the Generic epilogue on the whole pass at once (epilogue.cuh, finish_block).
+      // The Generic epilogue on the whole pass at once (epilogue.cuh, finish_block), z first.
+      put_z();
       finish_block<T, E>(acc, act);
 #pragma unroll
       for (int mt = 0; mt < Tl::kMTiles; ++mt)
@@ -186,7 +199,17 @@ __device__ __forceinline__ void first_layer(uint32_t (&y)[PipelineTiling<WIDTH>:
         }
       }
     }
-    if constexpr (KEEP) {
+    // z of tile n (training, Generic, when kept) into registers.
+    auto keep_first_z = [&](int mt, int n) {
+      if constexpr (KEEP && E == Epilogue::Generic) {
+        if (keep_z) {
+          const int tile = pass * Tl::kFirstPassTiles + n;
+          z[mt][tile / 2][(tile % 2) * 2 + 0] = z_pair<T>(acc[mt][n][0], acc[mt][n][1]);
+          z[mt][tile / 2][(tile % 2) * 2 + 1] = z_pair<T>(acc[mt][n][2], acc[mt][n][3]);
+        }
+      }
+    };
+    if constexpr (keep_pairwise<E, WIDTH, KEEP>()) {
 #pragma unroll
       for (int mt = 0; mt < Tl::kMTiles; ++mt)
 #pragma unroll
@@ -194,14 +217,13 @@ __device__ __forceinline__ void first_layer(uint32_t (&y)[PipelineTiling<WIDTH>:
           const int tile = pass * Tl::kFirstPassTiles + n;
           y[mt][tile / 2][(tile % 2) * 2 + 0] = finish_pair<T, E>(acc[mt][n][0], acc[mt][n][1], act);
           y[mt][tile / 2][(tile % 2) * 2 + 1] = finish_pair<T, E>(acc[mt][n][2], acc[mt][n][3], act);
-          if constexpr (E == Epilogue::Generic) {
-            if (keep_z) {
-              z[mt][tile / 2][(tile % 2) * 2 + 0] = z_pair<T>(acc[mt][n][0], acc[mt][n][1]);
-              z[mt][tile / 2][(tile % 2) * 2 + 1] = z_pair<T>(acc[mt][n][2], acc[mt][n][3]);
-            }
-          }
+          keep_first_z(mt, n);
         }
     } else {
+#pragma unroll
+      for (int mt = 0; mt < Tl::kMTiles; ++mt)
+#pragma unroll
+        for (int n = 0; n < Tl::kFirstPassTiles; ++n) keep_first_z(mt, n);
       finish_block<T, E>(acc, act);
 #pragma unroll
       for (int mt = 0; mt < Tl::kMTiles; ++mt)
@@ -235,7 +257,17 @@ __device__ __forceinline__ void output_layer(const uint32_t (&x)[PipelineTiling<
         mma_16816<T>(acc[mt][1], x[mt][ks], b[2], b[3]);
       }
     }
-    if constexpr (KEEP) {
+    // z (training, Generic, when kept) beside the output in the stage.
+    auto put_z = [&](int mt) {
+      if constexpr (KEEP && E == Epilogue::Generic) {
+        if (keep_z) {
+          const uint32_t z[4] = {z_pair<T>(acc[mt][0][0], acc[mt][0][1]), z_pair<T>(acc[mt][0][2], acc[mt][0][3]),
+                                 z_pair<T>(acc[mt][1][0], acc[mt][1][1]), z_pair<T>(acc[mt][1][2], acc[mt][1][3])};
+          put_block(stage, stage_stride, mt, out_width + c0, z, lane);
+        }
+      }
+    };
+    if constexpr (keep_pairwise<E, WIDTH, KEEP>()) {
 #pragma unroll
       for (int mt = 0; mt < Tl::kMTiles; ++mt) {
         const uint32_t o[4] = {finish_pair<T, E>(acc[mt][0][0], acc[mt][0][1], act),
@@ -243,15 +275,11 @@ __device__ __forceinline__ void output_layer(const uint32_t (&x)[PipelineTiling<
                                finish_pair<T, E>(acc[mt][1][0], acc[mt][1][1], act),
                                finish_pair<T, E>(acc[mt][1][2], acc[mt][1][3], act)};
         put_block(stage, stage_stride, mt, c0, o, lane);
-        if constexpr (E == Epilogue::Generic) {
-          if (keep_z) {
-            const uint32_t z[4] = {z_pair<T>(acc[mt][0][0], acc[mt][0][1]), z_pair<T>(acc[mt][0][2], acc[mt][0][3]),
-                                   z_pair<T>(acc[mt][1][0], acc[mt][1][1]), z_pair<T>(acc[mt][1][2], acc[mt][1][3])};
-            put_block(stage, stage_stride, mt, out_width + c0, z, lane);
-          }
-        }
+        put_z(mt);
       }
     } else {
+#pragma unroll
+      for (int mt = 0; mt < Tl::kMTiles; ++mt) put_z(mt);
       finish_block<T, E>(acc, act);
 #pragma unroll
       for (int mt = 0; mt < Tl::kMTiles; ++mt) {
