@@ -53,7 +53,6 @@
 #include "cuda/blaslt_plan.h"
 #include "cuda/common.cuh"
 #include "cuda/gpu_mlp.h"
-#include "cuda/mlp_second_order.h"
 #include "cuda/staging.h"
 #include "tinyfuse/buffer.h"
 #include "tinyfuse/errors.h"
@@ -170,16 +169,11 @@ class BlasLtMlp final : public OnePassGpuMlp<T, BlasLtContext<T>> {
 
   // Second derivatives: an FP32 forward recomputed from these parameters, then the shared sweeps
   // (mlp_second_order.h); this network's forward state is FP16 or fused, so it is not reused.
-  void backward_backward_input(const Context& base_ctx, const TensorView& input, const TensorView& dL_ddLdinput,
+  void backward_backward_input(const Context& ctx, const TensorView& input, const TensorView& dL_ddLdinput,
                                const TensorView& dL_doutput, const TensorView* dL_ddLdoutput,
                                const TensorView* dL_dinput, bool use_inference_params, GradientMode mode) override {
-    const auto* ctx = dynamic_cast<const BlasLtContext<T>*>(&base_ctx);
-    if (!ctx) throw Error(name() + "::backward_backward_input: context does not come from this network's forward()");
-    this->check_backward_backward(input, dL_ddLdinput, dL_doutput, dL_ddLdoutput, dL_dinput, mode,
-                                  [&](int64_t rows) { return ctx->batch == rows; });
-    recomputed_second_order(SecondOrderShape{layers_, spec_.biases, spec_.activation, spec_.output_activation}, n_params_,
-                            this->weights_for(use_inference_params), gradients_, input, dL_ddLdinput, dL_doutput,
-                            dL_ddLdoutput, dL_dinput, mode);
+    this->template recomputed_backward_backward_input<BlasLtContext<T>>(ctx, input, dL_ddLdinput, dL_doutput,
+                                                          dL_ddLdoutput, dL_dinput, use_inference_params, mode);
   }
 
   void backward(const Context& base_ctx, const TensorView& input, const TensorView& /*output*/,
