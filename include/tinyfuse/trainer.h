@@ -21,9 +21,9 @@ class Trainer {
           std::shared_ptr<Loss> loss, uint64_t seed = 1337, float param_scale = 1.0f);
 
   // One full step: forward, loss, backward, optimizer. Returns the mean loss over the batch
-  // (this reads a value back, so it waits for the step on GPUs). A non-finite loss (NaN/Inf in
-  // inputs or targets) throws Error before the optimizer step: parameters and optimizer state
-  // are unchanged (docs/ERRORS.md).
+  // (this reads a value back, so it waits for the step on GPUs). A non-finite loss or non-finite
+  // parameter gradients (NaN/Inf in inputs or targets) throw Error before the optimizer step:
+  // parameters and optimizer state are unchanged (docs/ERRORS.md).
   float training_step(const TensorView& input, const TensorView& target,
                       const TensorView* data_pdf = nullptr);
   // The same without the read-back: the loss of the last step is available from last_loss().

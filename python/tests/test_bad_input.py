@@ -442,7 +442,7 @@ BAD_CONFIGS = [
     ("0 inputs", lambda: tcnn.Network(0, 3, MLP), tinyfuse.ConfigError, "network.n_input_dims"),
     ("negative inputs", lambda: tcnn.Network(-2, 3, MLP), tinyfuse.ConfigError, "network.n_input_dims"),
     ("negative outputs", lambda: tcnn.Network(2, -3, MLP), tinyfuse.ConfigError, "network.n_output_dims"),
-    ("2^32 - 1 outputs", lambda: tcnn.Network(2, 2**32 - 1, dict(MLP, otype="CutlassMLP")), tinyfuse.ConfigError,
+    ("2^32 - 1 outputs", lambda: tcnn.Network(2, 2**32 - 1, dict(MLP, otype="PortableMLP")), tinyfuse.ConfigError,
      "network.n_output_dims"),
     ("2^33 inputs", lambda: tcnn.Network(2**33, 3, MLP), tinyfuse.ConfigError, "network.n_input_dims"),
     ("encoding: 2^31 inputs", lambda: tcnn.Encoding(2**31, {"otype": "Frequency"}), tinyfuse.ConfigError,

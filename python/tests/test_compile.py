@@ -29,16 +29,22 @@ class Field(torch.nn.Module):
 
     def forward(self, x, d):
         h = self.base(x)
-        density = torch.nn.functional.softplus(h[:, :1]) * self.scale
+        # In FP32: on CUDA h is FP16, and inductor would compute an FP16 product in FP32 (so
+        # scale's gradient would differ from eager's by FP16 rounding, not by a fault).
+        density = torch.nn.functional.softplus(h[:, :1].float()) * self.scale
         rgb = self.head(torch.cat([h[:, 1:], self.dirs((d + 1) / 2)], -1))
         return torch.cat([density, rgb], -1)
+
+
+def loss(out):
+    return (out * torch.linspace(0.5, 1.5, out.shape[1], device=out.device)).sum()
 
 
 def run(model, x, d):
     for p in model.parameters():
         p.grad = None
     out = model(x, d)
-    (out * torch.linspace(0.5, 1.5, out.shape[1], device=out.device)).sum().backward()
+    loss(out).backward()
     return out.detach(), [p.grad.clone() for p in model.parameters()]
 
 
@@ -151,7 +157,7 @@ def test_cuda_graph_capture_of_inference_and_training():
         for p in model.parameters():
             p.grad = None
         out = compiled(x, d)
-        out.sum().backward()
+        loss(out).backward()  # the loss eager's run() takes
     grads = [p.grad.clone() for p in model.parameters()]
     _, eager_grads = run(model, x, d)
     for a, b in zip(grads, eager_grads):

@@ -196,6 +196,14 @@ float Trainer::training_step(const TensorView& input, const TensorView& target, 
   if (!std::isfinite(loss))
     throw Error("Trainer::training_step: loss is " + std::to_string(loss) +
                 " (NaN/Inf in inputs, targets or parameters?); the optimizer step was skipped and the parameters are unchanged");
+  // A finite loss does not make finite gradients: ReLU (z > 0 ? z : 0, as tiny-cuda-nn's) gives a
+  // NaN input row a finite output, while the first layer's weight gradient still multiplies the
+  // NaN (0 * NaN). One sum over the gradients (on the device) catches it.
+  if (model_->n_params() > 0 && !std::isfinite(sum_tensor(gradients())))
+    throw Error("Trainer::training_step: the parameter gradients hold NaN or Inf although the loss is finite (" +
+                std::to_string(loss) +
+                "; NaN/Inf in the inputs, which ReLU turns into finite outputs?); the optimizer step "
+                "was skipped and the parameters are unchanged");
   optimizer_step();
   return loss;
 }

@@ -1,6 +1,6 @@
 // Second derivatives of the CUDA MLPs (backward_backward_input) in FP32 on the portable layer
 // kernels: the CPU reference's three sweeps (src/cpu/mlp.cpp). PortableMLP runs them on the state
-// its forward() kept. FullyFusedMLP, CutlassMLP, BlasLtMLP and BlasLtMLPFP16 keep FP16 or fused
+// its forward() kept. FullyFusedMLP, BlasLtMLP and BlasLtMLPFP16 keep FP16 or fused
 // state, so they recompute an FP32 forward from their parameters (widened where FP16) and run the
 // same sweeps: their second derivatives are the FP32 network's with their parameters, which their
 // own FP16 kernels match to FP16 rounding.

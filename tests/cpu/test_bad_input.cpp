@@ -654,6 +654,37 @@ TEST(OutOfMemory, ModelsTooLargeForTheMachineAreRefusedBeforeAllocating) {
   EXPECT_NO_THROW(network("PortableMLP", 2).make());
 }
 
+// ReLU gives a NaN input row a finite output (z > 0 ? z : 0), so the loss stays finite while the
+// first layer's weight gradient takes the NaN (0 * NaN): the step must still be refused, nothing
+// changed, and the next good step must be what it would have been.
+TEST(NonFiniteTraining, ReluNetworkWithANanInputIsRefusedByItsGradients) {
+  for (const std::string otype : {"PortableMLP", "FullyFusedMLP", "CutlassMLP"}) {
+    SCOPED_TRACE(otype);
+    const json net = {{"otype", otype}, {"n_neurons", 16}, {"n_hidden_layers", 2}, {"activation", "ReLU"}};
+    const json cfg = {{"loss", {{"otype", "L2"}}}, {"optimizer", {{"otype", "Adam"}, {"learning_rate", 1e-2}}}, {"network", net}};
+    Model m = create_from_config(16, 2, cfg, {Device::CPU}), twin = create_from_config(16, 2, cfg, {Device::CPU});
+    const int64_t rows = 64;
+    std::vector<float> x(rows * 16), y(rows * 2, 0.25f);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 37) % 101) / 101.0f;
+    std::vector<float> bad = x;
+    bad[5 * 16 + 1] = std::numeric_limits<float>::quiet_NaN();
+    const TensorView xv = TensorView::matrix(x.data(), rows, 16), bv = TensorView::matrix(bad.data(), rows, 16),
+                     yv = TensorView::matrix(y.data(), rows, 2);
+    const std::vector<float> before = m.trainer->params_host();
+    try {
+      m.trainer->training_step(bv, yv);
+      ADD_FAILURE() << "a batch with a NaN input was trained on";
+    } catch (const Error& e) {
+      EXPECT_TRUE(contains(e.what(), "parameter gradients hold NaN")) << e.what();
+      EXPECT_TRUE(std::isfinite(m.trainer->last_loss())) << "the loss itself was finite: ReLU hid the NaN";
+    }
+    const std::vector<float> after = m.trainer->params_host();
+    EXPECT_EQ(std::memcmp(before.data(), after.data(), before.size() * 4), 0) << "the refused step changed the parameters";
+    EXPECT_EQ(m.optimizer->step_count(), 0u);
+    EXPECT_EQ(m.trainer->training_step(xv, yv), twin.trainer->training_step(xv, yv));
+  }
+}
+
 // ---- fuzz findings (fuzz/, scripts/fuzz.sh): each crash found becomes a test here ----
 
 // fuzz_config: a grid whose per_level_scale < 1 drives a level's scale to -1 converted

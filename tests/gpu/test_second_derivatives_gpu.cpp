@@ -101,7 +101,7 @@ const json kSdfGrid = {{"otype", "HashGrid"}, {"n_levels", 8}, {"n_features_per_
 
 std::vector<Case> cases() {
   std::vector<Case> v;
-  for (const char* otype : {"PortableMLP", "CutlassMLP", "FullyFusedMLP", "BlasLtMLP", "BlasLtMLPFP16"})
+  for (const char* otype : {"PortableMLP", "FullyFusedMLP", "BlasLtMLP", "BlasLtMLPFP16"})  // (CutlassMLP: CPU only)
     for (const char* act : {"Softplus", "ReLU", "Tanh"})
       v.push_back({std::string(otype) + "_" + act, nullptr, mlp(otype, 64, act), 32, 16, -1, 1});
   for (const char* act : {"Softplus", "ReLU"})
@@ -209,6 +209,83 @@ TEST_P(SecondDerivativesGpu, MatchTheCpuReferenceOrRefuseBeforeWriting) {
       const std::vector<double> a(gr.begin() + s.offset, gr.begin() + s.offset + s.count);
       const std::vector<double> b(ref_grads.begin() + s.offset, ref_grads.begin() + s.offset + s.count);
       EXPECT_LE(rel_l2(a, b), tol) << "dL2/dparams, segment at " << s.offset;
+    }
+  }
+}
+
+// The eikonal training step's sequence of calls on one forward context, as the W4e workload and
+// learn-sdf make them: backward for grad_x f (GradientMode::Ignore), backward of the L1 term
+// (Overwrite), then backward_backward_input of the eikonal term added (Accumulate). Each stage
+// against the CPU FP64 reference making the same calls: a context a backward pass disturbs, or an
+// Accumulate that overwrites, fails here.
+TEST(EikonalSequenceGpu, EachStageMatchesTheCpuReference) {
+  if (gpu_count() == 0) GTEST_SKIP() << "skipped: no GPU";
+  std::vector<Case> sequence_cases;
+  for (const char* otype : {"FullyFusedMLP", "PortableMLP"})
+    for (const char* act : {"Softplus", "ReLU"})
+      sequence_cases.push_back({std::string("Sdf_") + otype + "_" + act, kSdfGrid, mlp(otype, 64, act), 3, 1, 0.05, 0.95});
+  for (const int64_t requested : {257, 4096}) {
+    for (const Case& c : sequence_cases) {
+      SCOPED_TRACE(c.name + " batch " + std::to_string(requested));
+      auto gpu = build(c, kGpu);
+      auto ref = build(c, kF64);
+      const int64_t g = std::max<uint32_t>(1, gpu->batch_granularity());
+      const int64_t batch = (requested + g - 1) / g * g;
+      const int64_t in_w = gpu->input_width(), out_w = gpu->padded_output_width();
+      const size_t n = gpu->n_params();
+      Pcg32 rng(77 + batch);
+      std::vector<double> params(n);
+      {
+        std::vector<float> init(n);
+        gpu->initialize_params(rng, init.data(), 1.0f);
+        for (size_t i = 0; i < n; ++i) params[i] = init[i];
+      }
+      for (const ParamSegment& s : gpu->param_segments())
+        for (size_t i = s.offset; i < s.offset + s.count; ++i)
+          if (s.kind != ParamSegment::Kind::Matrix) params[i] += 0.5 * (2 * rng.next_double() - 1);
+      const DType pt = gpu->param_dtype(), it = gpu->input_dtype(), ot = gpu->output_dtype();
+      for (double& p : params) p = std::max(-1.9, std::min(1.9, representable(p, pt)));
+      const std::vector<double> x = random_values(rng, size_t(batch) * in_w, it, c.lo, c.hi);
+      std::vector<double> ones(size_t(batch) * out_w, 0.0), d_out(size_t(batch) * out_w, 0.0);
+      for (int64_t r = 0; r < batch; ++r) {
+        ones[size_t(r * out_w)] = 1.0;
+        d_out[size_t(r * out_w)] = representable(rng.next_double() - 0.5, ot);
+      }
+      const std::vector<double> v = random_values(rng, size_t(batch) * in_w, it);
+
+      // Reference: the same calls in FP64 on the CPU.
+      std::vector<double> ref_y(size_t(batch) * out_w), ref_gx(size_t(batch) * in_w), ref_l1(n, NAN), ref_grads(n, NAN);
+      auto pv = TensorView::vector(params.data(), int64_t(n));
+      ref->set_params(pv, pv, TensorView::vector(ref_grads.data(), int64_t(n)));
+      auto mat = [&](std::vector<double>& h, int64_t cols) { return TensorView::matrix(h.data(), batch, cols); };
+      std::vector<double> xr = x, onesr = ones, d_outr = d_out, vr = v;
+      TensorView ref_yv = mat(ref_y, out_w), ref_gxv = mat(ref_gx, in_w);
+      auto rctx = ref->forward(mat(xr, in_w), &ref_yv, false, true);
+      ref->backward(*rctx, mat(xr, in_w), ref_yv, mat(onesr, out_w), &ref_gxv, false, GradientMode::Ignore);
+      ref->backward(*rctx, mat(xr, in_w), ref_yv, mat(d_outr, out_w), nullptr, false, GradientMode::Overwrite);
+      ref_l1 = ref_grads;
+      ref->backward_backward_input(*rctx, mat(xr, in_w), mat(vr, in_w), mat(onesr, out_w), nullptr, nullptr, false,
+                                   GradientMode::Accumulate);
+
+      // CUDA, every output poisoned first.
+      Dev p = upload(params, pt, 0, int64_t(n)), grads = dev_matrix(pt, 0, int64_t(n));
+      gpu->set_params(p.view, p.view, grads.view);
+      Dev gx = upload(x, it, batch, in_w), gones = upload(ones, ot, batch, out_w), gd = upload(d_out, ot, batch, out_w),
+          gv = upload(v, it, batch, in_w);
+      Dev y = dev_matrix(ot, batch, out_w), grad_x = dev_matrix(it, batch, in_w);
+      auto ctx = gpu->forward(gx.view, &y.view, false, true);
+      gpu->backward(*ctx, gx.view, y.view, gones.view, &grad_x.view, false, GradientMode::Ignore);
+      const double tol = tolerance(ot == DType::F32 && pt == DType::F32 ? DType::F32 : DType::F16);
+      EXPECT_LE(rel_l2(download(grad_x.view), ref_gx), tol) << "grad_x f";
+      gpu->backward(*ctx, gx.view, y.view, gd.view, nullptr, false, GradientMode::Overwrite);
+      EXPECT_LE(rel_l2(download(grads.view), ref_l1), tol) << "the L1 term's parameter gradients (after a first backward)";
+      gpu->backward_backward_input(*ctx, gx.view, gv.view, gones.view, nullptr, nullptr, false, GradientMode::Accumulate);
+      const auto got = download(grads.view);
+      for (const ParamSegment& s : gpu->param_segments()) {
+        const std::vector<double> a(got.begin() + s.offset, got.begin() + s.offset + s.count);
+        const std::vector<double> b(ref_grads.begin() + s.offset, ref_grads.begin() + s.offset + s.count);
+        EXPECT_LE(rel_l2(a, b), tol) << "L1 + eikonal parameter gradients, segment at " << s.offset << " (" << s.count << ")";
+      }
     }
   }
 }
