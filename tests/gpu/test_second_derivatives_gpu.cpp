@@ -1,7 +1,7 @@
 // Second derivatives (backward_backward_input) on CUDA against the CPU FP64 reference: every
 // network otype with smooth and piecewise-linear activations, the row-wise encodings, Composite,
 // and NetworkWithInputEncoding of the SDF shape (3-D HashGrid -> 64-wide FullyFusedMLP, Softplus
-// and ReLU). Same parameters and inputs on both sides (values exact in the CUDA dtypes), fresh
+// and ReLU in FP32). Same parameters and inputs on both sides (values exact in the CUDA dtypes), fresh
 // random ones per case, every output poisoned (NaN) first so an unwritten element fails.
 //
 // Every case must match the reference, except those marked as refusing (a Composite's Product
@@ -86,10 +86,20 @@ struct Case {
   bool refuses = false;  // no second derivatives on CUDA: must refuse before writing
 };
 
+// The BlasLt networks are CUDA-only: their CPU reference is PortableMLP, which has their
+// parameter layout (weights then bias per layer).
+json on_device(json network, const BuildOptions& o) {
+  if (o.device == Device::CPU && !network.is_null()) {
+    const std::string otype = network.at("otype");
+    if (otype == "BlasLtMLP" || otype == "BlasLtMLPFP16") network["otype"] = "PortableMLP";
+  }
+  return network;
+}
+
 std::unique_ptr<DifferentiableObject> build(const Case& c, const BuildOptions& o) {
   if (c.network.is_null()) return create_encoding(c.encoding, c.n_in, o);
-  if (c.encoding.is_null()) return create_network(c.network, c.n_in, c.n_out, o);
-  return create_network_with_input_encoding(c.n_in, c.n_out, c.encoding, c.network, o);
+  if (c.encoding.is_null()) return create_network(on_device(c.network, o), c.n_in, c.n_out, o);
+  return create_network_with_input_encoding(c.n_in, c.n_out, c.encoding, on_device(c.network, o), o);
 }
 
 json mlp(const std::string& otype, uint32_t neurons, const std::string& act) {
@@ -104,8 +114,9 @@ std::vector<Case> cases() {
   for (const char* otype : {"PortableMLP", "FullyFusedMLP", "BlasLtMLP", "BlasLtMLPFP16"})  // (CutlassMLP: CPU only)
     for (const char* act : {"Softplus", "ReLU", "Tanh"})
       v.push_back({std::string(otype) + "_" + act, nullptr, mlp(otype, 64, act), 32, 16, -1, 1});
-  for (const char* act : {"Softplus", "ReLU"})
-    v.push_back({std::string("SdfShape_") + act, kSdfGrid, mlp("FullyFusedMLP", 64, act), 3, 1, 0.05, 0.95});
+  // The SDF shape with ReLU in FP32 (PortableMLP): see EikonalSequenceGpu on FP16 at the kink.
+  v.push_back({"SdfShape_Softplus", kSdfGrid, mlp("FullyFusedMLP", 64, "Softplus"), 3, 1, 0.05, 0.95});
+  v.push_back({"SdfShape_ReLU_fp32", kSdfGrid, mlp("PortableMLP", 64, "ReLU"), 3, 1, 0.05, 0.95});
   v.push_back({"Frequency", {{"otype", "Frequency"}, {"n_frequencies", 4}}, nullptr, 3, 0, -1, 1});
   v.push_back({"OneBlob", {{"otype", "OneBlob"}, {"n_bins", 8}}, nullptr, 2, 0, 0, 1});
   v.push_back({"TriangleWave", {{"otype", "TriangleWave"}, {"n_frequencies", 4}}, nullptr, 2, 0, -1, 1});
@@ -221,9 +232,12 @@ TEST_P(SecondDerivativesGpu, MatchTheCpuReferenceOrRefuseBeforeWriting) {
 TEST(EikonalSequenceGpu, EachStageMatchesTheCpuReference) {
   if (gpu_count() == 0) GTEST_SKIP() << "skipped: no GPU";
   std::vector<Case> sequence_cases;
+  // Softplus, as SDF methods train (ReLU's second derivative is zero). ReLU only in FP32: in FP16
+  // a pre-activation within rounding of the kink flips side against the FP64 reference, and a
+  // few flipped units move the gradients by ~3 % (rel. L2) at these batches.
   for (const char* otype : {"FullyFusedMLP", "PortableMLP"})
-    for (const char* act : {"Softplus", "ReLU"})
-      sequence_cases.push_back({std::string("Sdf_") + otype + "_" + act, kSdfGrid, mlp(otype, 64, act), 3, 1, 0.05, 0.95});
+    sequence_cases.push_back({std::string("Sdf_") + otype + "_Softplus", kSdfGrid, mlp(otype, 64, "Softplus"), 3, 1, 0.05, 0.95});
+  sequence_cases.push_back({"Sdf_PortableMLP_ReLU", kSdfGrid, mlp("PortableMLP", 64, "ReLU"), 3, 1, 0.05, 0.95});
   for (const int64_t requested : {257, 4096}) {
     for (const Case& c : sequence_cases) {
       SCOPED_TRACE(c.name + " batch " + std::to_string(requested));
