@@ -90,7 +90,7 @@ double EikonalStep::gradients(const TensorView& x, const TensorView& target) {
 
 double EikonalStep::run(const TensorView& x, const TensorView& target) {
   const double loss = gradients(x, target);
-  m_.trainer->optimizer_step();
+  m_.trainer->optimizer_step(out_v_.stream);  // the stream the gradients were made on
   return loss;
 }
 

@@ -35,7 +35,11 @@ class Trainer {
   // Forward + loss + backward only; gradients are left in gradients().
   void forward_backward(const TensorView& input, const TensorView& target,
                         const TensorView* data_pdf = nullptr);
+  // The optimizer on gradients(), on the stream of the last batch (forward_backward's input).
   void optimizer_step();
+  // The same on `stream`: for gradients made outside forward_backward (a loss on dL/dinput through
+  // backward_backward_input), the stream they were made on; later parameter reads use it too.
+  void optimizer_step(Stream stream);
 
   // tiny-cuda-nn's default: 128 for 16-bit parameters, 1 for FP32 and FP64.
   float loss_scale() const { return loss_scale_; }
@@ -72,6 +76,7 @@ class Trainer {
   int64_t batch_capacity_ = 0;
   TensorView last_values_;
   bool has_last_loss_ = false;
+  Stream stream_ = nullptr;  // where the model's last work was queued: parameter reads and writes follow it
 };
 
 }  // namespace tinyfuse

@@ -19,8 +19,6 @@ float default_loss_scale(DType param_dtype) {
 // Work on the parameters outside a batch (optimizer step, reads and writes from the host) goes on
 // the stream of the last training batch, so that on GPUs it is ordered after that batch's
 // forward and backward (null before the first batch: this thread's default stream).
-Stream batch_stream(bool has_batch, const TensorView& last_values) { return has_batch ? last_values.stream : nullptr; }
-
 TensorView on_stream(TensorView v, Stream s) {
   v.stream = s;
   return v;
@@ -88,7 +86,7 @@ std::vector<float> Trainer::params_host() const {
   std::vector<float> out(model_->n_params());
   if (!out.empty())
     copy_tensor(as_row(TensorView::vector(out.data(), static_cast<int64_t>(out.size()))),
-                as_row(master_.vector(DType::F32, static_cast<int64_t>(out.size()), batch_stream(has_last_loss_, last_values_))));
+                as_row(master_.vector(DType::F32, static_cast<int64_t>(out.size()), stream_)));
   return out;
 }
 
@@ -109,15 +107,15 @@ void Trainer::set_params_host(const std::vector<float>& values) {
                   ", not finite; the parameters were left unchanged");
   if (values.empty()) return;
   TensorView src = TensorView::vector(const_cast<float*>(values.data()), static_cast<int64_t>(values.size()));
-  copy_tensor(as_row(master_.vector(DType::F32, src.numel(), batch_stream(has_last_loss_, last_values_))), as_row(src));
+  copy_tensor(as_row(master_.vector(DType::F32, src.numel(), stream_)), as_row(src));
   refresh_compute_params();
-  synchronize(model_->device(), batch_stream(has_last_loss_, last_values_));  // the next batch may run on another stream
+  synchronize(model_->device(), stream_);  // the next batch may run on another stream
 }
 
 void Trainer::refresh_compute_params() {
   const int64_t n = static_cast<int64_t>(model_->n_params());
   if (n == 0) return;
-  const Stream s = batch_stream(has_last_loss_, last_values_);
+  const Stream s = stream_;
   TensorView master = master_.vector(DType::F32, n, s);
   // (Between F32 and 16-bit dtypes on a GPU, copy_tensor converts on the host: fine here, this
   // runs when parameters are set, not per step.)
@@ -170,11 +168,14 @@ void Trainer::forward_backward(const TensorView& input, const TensorView& target
   }
   last_values_ = values;
   has_last_loss_ = true;
+  stream_ = input.stream;
 }
 
-void Trainer::optimizer_step() {
+void Trainer::optimizer_step() { optimizer_step(stream_); }
+
+void Trainer::optimizer_step(Stream s) {
+  stream_ = s;
   const int64_t n = static_cast<int64_t>(model_->n_params());
-  const Stream s = batch_stream(has_last_loss_, last_values_);
   optimizer_->step(loss_scale_, master_.vector(DType::F32, n, s), on_stream(params(), s), on_stream(gradients(), s));
   if (optimizer_->has_inference_params()) optimizer_->write_inference_params(on_stream(inference_params(), s));
 }
