@@ -15,6 +15,9 @@ struct GpuHooks {
   void (*copy_device)(const TensorView& dst, const TensorView& src);
   void (*copy_to_host_dense)(const TensorView& src, void* host);
   void (*copy_from_host_dense)(const TensorView& dst, const void* host);
+  // dst = src converted, both on the device, rows dense, F32 / F16 / BF16 (exact through float);
+  // queued on dst.stream.
+  void (*convert)(const TensorView& dst, const TensorView& src);
   void (*fill)(const TensorView& dst, double value);
   // dst += src elementwise: same shape, F32, rows dense, on the device; queued on dst.stream.
   void (*add)(const TensorView& dst, const TensorView& src);

@@ -18,6 +18,7 @@ void release_async(void*, Stream) {}
 void copy_device(const TensorView&, const TensorView&) { no_gpu(); }
 void to_host(const TensorView&, void*) { no_gpu(); }
 void from_host(const TensorView&, const void*) { no_gpu(); }
+void convert(const TensorView&, const TensorView&) { no_gpu(); }
 void fill(const TensorView&, double) { no_gpu(); }
 void add(const TensorView&, const TensorView&) { no_gpu(); }
 void sync(Stream) { no_gpu(); }
@@ -28,7 +29,7 @@ uint64_t device_memory() { return 0; }
 }  // namespace
 
 const GpuHooks& gpu_hooks() {
-  static const GpuHooks hooks{alloc, release, alloc_async, release_async, copy_device, to_host, from_host, fill, add, sync, sum, device_count, trim_pools, device_memory};
+  static const GpuHooks hooks{alloc, release, alloc_async, release_async, copy_device, to_host, from_host, convert, fill, add, sync, sum, device_count, trim_pools, device_memory};
   return hooks;
 }
 

@@ -156,6 +156,51 @@ void add(const TensorView& dst, const TensorView& src) {
   TF_GPU_CHECK_LAUNCH("add_kernel");
 }
 
+template <typename D, typename S>
+__global__ void convert_kernel(D* __restrict__ dst, int64_t ldd, const S* __restrict__ src, int64_t lds, int64_t rows,
+                               int64_t cols) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= rows * cols) return;
+  const int64_t r = i / cols, c = i % cols;
+  dst[r * ldd + c] = cuda::from_float<D>(cuda::to_float(src[r * lds + c]));
+}
+
+template <typename D, typename S>
+void launch_convert(const TensorView& dst, const TensorView& src) {
+  const int64_t n = dst.rows() * dst.cols();
+  if (n == 0) return;
+  const int threads = 256;
+  convert_kernel<D, S><<<static_cast<unsigned>((n + threads - 1) / threads), threads, 0, as_stream(dst.stream)>>>(
+      static_cast<D*>(dst.data), dst.ndim == 2 ? dst.strides[0] : dst.cols(), static_cast<const S*>(src.data),
+      src.ndim == 2 ? src.strides[0] : src.cols(), dst.rows(), dst.cols());
+  TF_GPU_CHECK_LAUNCH("convert_kernel");
+}
+
+template <typename D>
+void convert_from(const TensorView& dst, const TensorView& src) {
+  switch (src.dtype) {
+    case DType::F32: launch_convert<D, float>(dst, src); return;
+    case DType::F16: launch_convert<D, __half>(dst, src); return;
+    case DType::BF16: launch_convert<D, __nv_bfloat16>(dst, src); return;
+    case DType::F64: break;
+  }
+}
+
+// F64 is not converted here: to a 16-bit type through float it would round twice.
+void convert(const TensorView& dst, const TensorView& src) {
+  require_rows_dense(dst);
+  require_rows_dense(src);
+  if (dst.rows() != src.rows() || dst.cols() != src.cols() || dst.dtype == DType::F64 || src.dtype == DType::F64)
+    throw UnsupportedError("internal: the device conversion takes two F32 / F16 / BF16 matrices of one shape, got " +
+                           dst.describe() + " and " + src.describe());
+  switch (dst.dtype) {
+    case DType::F32: convert_from<float>(dst, src); return;
+    case DType::F16: convert_from<__half>(dst, src); return;
+    case DType::BF16: convert_from<__nv_bfloat16>(dst, src); return;
+    case DType::F64: return;
+  }
+}
+
 void synchronize_stream(Stream s) { TF_GPU_CHECK(gpuStreamSynchronize(as_stream(s))); }
 
 // Partial sums for sum(): block b adds elements b*256+thread, stepping by the whole grid, then
@@ -244,7 +289,7 @@ uint64_t device_memory() {
 }  // namespace
 
 const GpuHooks& gpu_hooks() {
-  static const GpuHooks hooks{alloc, release, alloc_async, release_async, copy_device, copy_to_host_dense, copy_from_host_dense, fill, add, synchronize_stream, sum, device_count, trim_pools, device_memory};
+  static const GpuHooks hooks{alloc, release, alloc_async, release_async, copy_device, copy_to_host_dense, copy_from_host_dense, convert, fill, add, synchronize_stream, sum, device_count, trim_pools, device_memory};
   return hooks;
 }
 

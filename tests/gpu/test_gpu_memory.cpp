@@ -4,6 +4,9 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <iterator>
+#include <vector>
 
 #include "cuda/gpu_runtime.h"
 #include "tinyfuse/tinyfuse.h"
@@ -39,6 +42,71 @@ TEST_F(GpuMemory, RoundTripStridedWithConversion) {
   double expected = 0;
   for (float v : host) expected += v;
   EXPECT_NEAR(sum_tensor(wide), expected, 1e-9);
+}
+
+// Copies between F32, F16 and BF16 with a device side convert on the device (one kernel; the
+// host side staged in its own dtype): every direction and pair, through padded (strided) device
+// views and a strided host view, must give bit for bit what the host's conversion gives (NaN: a
+// NaN), on values that round (ties, subnormals, overflow to Inf, Inf, signed zeros).
+TEST_F(GpuMemory, ConvertingCopiesEqualTheHostsConversionBitForBit) {
+  const DType types[] = {DType::F32, DType::F16, DType::BF16};
+  const int64_t rows = 1031, cols = 3, pad = 8;
+  std::vector<float> values(rows * cols);
+  Pcg32 rng(5);
+  const float specials[] = {0.0f, -0.0f, 1.0f + 1.0f / 2048, 1.0f + 3.0f / 2048, 65504.0f, 65520.0f, 1e-7f, -3e-8f,
+                            6e-5f, 3.4e38f, INFINITY, -INFINITY, NAN, 1.0f + 1.0f / 256, 1.0f + 3.0f / 256};
+  for (size_t i = 0; i < values.size(); ++i)
+    values[i] = i < std::size(specials) ? specials[i] : (rng.next_float() * 2 - 1) * std::ldexp(1.0f, int(i % 40) - 20);
+  auto host_bits = [](const TensorView& t) {  // (host view) each element's bits, 0 for NaN
+    std::vector<double> v(static_cast<size_t>(t.numel()));
+    copy_tensor(TensorView::matrix(v.data(), t.rows(), t.cols()), t);
+    std::vector<uint64_t> b(v.size());
+    for (size_t i = 0; i < v.size(); ++i) std::memcpy(&b[i], &v[i], 8), b[i] = std::isnan(v[i]) ? 0 : b[i];
+    return b;
+  };
+  for (DType from : types)
+    for (DType to : types) {
+      if (from == to) continue;
+      SCOPED_TRACE(to_string(from) + " -> " + to_string(to));
+      // The source in `from`, on the host (made by the host path from the FP32 values).
+      Buffer src_host(Device::CPU, rows * cols * dtype_size(from)), want(Device::CPU, rows * cols * dtype_size(to));
+      const TensorView sh = src_host.matrix(from, rows, cols), wh = want.matrix(to, rows, cols);
+      copy_tensor(sh, TensorView::matrix(values.data(), rows, cols));
+      copy_tensor(wh, sh);  // the host's conversion: the expected bits
+      const std::vector<uint64_t> expected = host_bits(wh);
+
+      // host -> device (converting) into a padded view, then device -> host in the same dtype.
+      Buffer dev(Device::CUDA, rows * pad * dtype_size(to));
+      fill_tensor(dev.matrix(to, rows, pad), NAN);
+      const TensorView dv = dev.matrix(to, rows, pad).cols_slice(1, cols);
+      copy_tensor(dv, sh);
+      Buffer back(Device::CPU, rows * cols * dtype_size(to));
+      copy_tensor(back.matrix(to, rows, cols), dv);
+      EXPECT_EQ(host_bits(back.matrix(to, rows, cols)), expected) << "host -> device";
+
+      // device (padded, `from`) -> host (`to`), into a strided host view.
+      Buffer dev_src(Device::CUDA, rows * pad * dtype_size(from));
+      const TensorView ds = dev_src.matrix(from, rows, pad).cols_slice(2, cols);
+      copy_tensor(ds, sh);
+      Buffer wide(Device::CPU, rows * pad * dtype_size(to));
+      const TensorView hv = wide.matrix(to, rows, pad).cols_slice(3, cols);
+      copy_tensor(hv, ds);
+      EXPECT_EQ(host_bits(hv), expected) << "device -> strided host";
+
+      // device -> device between dtypes.
+      Buffer dev_dst(Device::CUDA, rows * pad * dtype_size(to));
+      fill_tensor(dev_dst.matrix(to, rows, pad), NAN);
+      const TensorView dd = dev_dst.matrix(to, rows, pad).cols_slice(4, cols);
+      copy_tensor(dd, ds);
+      Buffer back2(Device::CPU, rows * cols * dtype_size(to));
+      copy_tensor(back2.matrix(to, rows, cols), dd);
+      EXPECT_EQ(host_bits(back2.matrix(to, rows, cols)), expected) << "device -> device";
+      std::vector<double> padding(rows * pad);
+      copy_tensor(TensorView::matrix(padding.data(), rows, pad), dev_dst.matrix(to, rows, pad));
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < pad; ++c)
+          if (c < 4 || c >= 4 + cols) ASSERT_TRUE(std::isnan(padding[r * pad + c])) << "wrote outside its view at " << r << ", " << c;
+    }
 }
 
 TEST_F(GpuMemory, HalfFillAndOutOfMemoryIsAnError) {
