@@ -4,7 +4,9 @@
 The same workloads as tinyfuse-bench --workloads and benchmarks/torch/torch_workloads.py
 (whose data, timing and rows this uses), built as tinycudann's users build them:
 tcnn.NetworkWithInputEncoding for W1, W2, W4 and W4e (its eikonal step through the module's
-double backward, torch_workloads.eikonal_loss; upstream tinycudann has none, and its row says so); for W3 a NetworkWithInputEncoding (density), a
+double backward, torch_workloads.eikonal_loss; upstream tinycudann has none, and its row says so;
+--eikonal-gradient fd: the finite-difference workaround its users train with instead, six more
+forward passes, variant "...-fd"); for W3 a NetworkWithInputEncoding (density), a
 tcnn.Encoding (the direction's harmonics) and a tcnn.Network (colour) joined by torch.cat, as
 nerfstudio does. The loss is computed in PyTorch on the module's output and the parameters are
 stepped by torch.optim.Adam (the config's learning rate, betas, epsilon), as tiny-cuda-nn's own
@@ -17,7 +19,8 @@ tinyfuse-bench's C++ figure of the same run, how much the Python layer costs (go
 on a GPU where upstream's own programs do not cover a row (scripts/gpu/tinyfuse-gpu workloads).
 
 Usage: tcnn_workloads.py [--module tinyfuse.tcnn|tinycudann] [--jit-fusion on|off] [--device cpu|cuda]
-                         [--workloads W1,W3] [--batches 18] [--modes training] [--quick] --out F.json
+                         [--workloads W1,W3] [--batches 18] [--modes training] [--quick]
+                         [--eikonal-gradient analytic|fd] --out F.json
 """
 import argparse
 import importlib
@@ -64,9 +67,10 @@ def main():
     doc = tw.header("tcnn_workloads.py", device)
     doc.update({"module": a.module, "module_file": getattr(tcnn, "__file__", None), "jit_fusion": jit, "via": via})
     for spec in specs:
-        records = tw.run_workload(spec, lambda s, dev: tcnn_model(tcnn, s, dev, jit), variant, device,
-                                  tw.default_batches(spec, device, override), modes, warmup, repeats,
-                                  log=lambda s: print(s, file=sys.stderr, flush=True))
+        fd = a.eikonal_gradient == "fd" and tw.eikonal_weight(spec) is not None
+        records = tw.run_workload(spec, lambda s, dev: tcnn_model(tcnn, s, dev, jit), variant + ("-fd" if fd else ""),
+                                  device, tw.default_batches(spec, device, override), modes, warmup, repeats,
+                                  log=lambda s: print(s, file=sys.stderr, flush=True), eikonal_gradient=a.eikonal_gradient)
         for r in records:
             r["via"] = via
         doc["results"] += records

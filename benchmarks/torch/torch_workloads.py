@@ -239,6 +239,27 @@ def eikonal_loss(model, x, y, weight):
     return l1 + weight * eik
 
 
+# The finite-difference workaround's step: instant-nsr-pl's and sdfstudio's order of magnitude
+# (NeuS-family code anneals it from ~1e-2 towards the finest grid cell, 1 / 7,000 here).
+FD_STEP = 1e-3
+
+
+def eikonal_loss_fd(model, x, y, weight, h=FD_STEP):
+    """The same loss with grad_x f by central differences, as tiny-cuda-nn's users train SDFs
+    without second derivatives: six more forward passes over the eikonal rows (one batched call),
+    a first-order backward only."""
+    half = x.shape[0] // 2
+    f = model(x[:half])[:, :1].float()
+    xe = x[half:]
+    offsets = torch.eye(3, device=x.device, dtype=x.dtype) * h
+    shifted = torch.cat([xe + o for o in offsets] + [xe - o for o in offsets])
+    fe = model(shifted)[:, :1].float().view(6, -1)
+    grad = ((fe[:3] - fe[3:]) / (2 * h)).t()
+    l1 = (f - y[:half]).abs().mean()
+    eik = ((grad.norm(dim=1) - 1) ** 2).mean()
+    return l1 + weight * eik
+
+
 def loss_function(otype):
     """tinyfuse's losses (docs/CONFIG.md): means over batch x outputs; RelativeL2's normaliser held
     constant in the gradient."""
@@ -319,10 +340,14 @@ class Timer:
 
 
 def run_workload(spec, build, variant, device, batches, modes, warmup, repeats, compiled=False, amp=False,
-                 seed=1337, log=print):
+                 seed=1337, log=print, eikonal_gradient="analytic"):
     """The rows of one workload for one implementation: `build(spec, device)` gives the model (a
     torch.nn.Module); training rows first (a fresh model each), then inference on the last trained
-    model. Returns the JSON records."""
+    model. Returns the JSON records. An eikonal workload's step takes grad_x f by double backward
+    (eikonal_gradient "analytic") or by central differences ("fd", eikonal_loss_fd)."""
+    if eikonal_gradient not in ("analytic", "fd"):
+        raise ValueError(f"eikonal_gradient: {eikonal_gradient!r} (analytic, fd)")
+    fd = eikonal_gradient == "fd"
     timer = Timer(device)
     cfg = spec["config"]
     loss_fn = loss_function(cfg["loss"]["otype"])
@@ -350,7 +375,7 @@ def run_workload(spec, build, variant, device, batches, modes, warmup, repeats, 
             try:
                 torch.manual_seed(seed)
                 gen = torch.Generator().manual_seed(seed + batch)
-                if mode == "training" and eikonal_weight(spec) is not None and compiled:
+                if mode == "training" and eikonal_weight(spec) is not None and compiled and not fd:
                     record(mode, batch, error=EIKONAL_NOT_COMPILED)
                     continue
                 if mode == "training":
@@ -364,7 +389,7 @@ def run_workload(spec, build, variant, device, batches, modes, warmup, repeats, 
 
                     def forward_loss(x, y, model=model, weight=weight):
                         if weight is not None:
-                            return eikonal_loss(model, x, y, weight)
+                            return (eikonal_loss_fd if fd else eikonal_loss)(model, x, y, weight)
                         return loss_fn(model(x).float(), y)
 
                     fl = torch.compile(forward_loss, dynamic=False) if compiled else forward_loss
@@ -376,7 +401,7 @@ def run_workload(spec, build, variant, device, batches, modes, warmup, repeats, 
 
                     # The eikonal step's x is a leaf that requires its gradient: backward into the
                     # parameters only, as tinyfuse's step (no dL/dx through the double backward).
-                    params = list(model.parameters()) if weight is not None else None
+                    params = list(model.parameters()) if weight is not None and not fd else None
 
                     def step(i, fl=fl, opt=opt, scaler=scaler, data=data, params=params):
                         x, y = data[i % len(data)]
@@ -455,6 +480,9 @@ def common_arguments(p):
     p.add_argument("--warmup", type=int)
     p.add_argument("--repeats", type=int)
     p.add_argument("--quick", action="store_true", help="cpu: 1 warm-up + 3 timed runs; cuda: 3 + 10")
+    p.add_argument("--eikonal-gradient", default="analytic", choices=("analytic", "fd"),
+                   help="W4e's grad_x f: double backward, or central differences (six more forwards; "
+                        "variant names get '-fd')")
     p.add_argument("--out", required=True)
 
 
@@ -493,10 +521,12 @@ def main():
         if variant not in ("eager", "compile"):
             raise SystemExit(f"--variants: unknown {variant} (eager, compile)")
         for spec in specs:
-            doc["results"] += run_workload(spec, torch_model, "torch-" + variant, device,
+            fd = a.eikonal_gradient == "fd" and eikonal_weight(spec) is not None
+            doc["results"] += run_workload(spec, torch_model, "torch-" + variant + ("-fd" if fd else ""), device,
                                            default_batches(spec, device, override), modes, warmup, repeats,
                                            compiled=variant == "compile", amp=device.type == "cuda",
-                                           log=lambda s: print(s, file=sys.stderr, flush=True))
+                                           log=lambda s: print(s, file=sys.stderr, flush=True),
+                                           eikonal_gradient=a.eikonal_gradient)
             write_json(doc, a.out)  # after every workload: a run cut short keeps what it measured
     doc["load_average_end"] = list(os.getloadavg())
     write_json(doc, a.out)

@@ -29,7 +29,11 @@ const WorkloadFigure* WorkloadFigures::find(const std::string& variant, const Wo
 
 const WorkloadFigure* WorkloadFigures::upstream(const WorkloadRow& row, bool jit) const {
   const WorkloadFigure* f = find(jit ? kUpstreamJit : kUpstream, row);
-  return f ? f : find(jit ? kUpstreamPythonJit : kUpstreamPython, row);
+  if (!f) f = find(jit ? kUpstreamPythonJit : kUpstreamPython, row);
+  if (!f || !f->samples_per_s)
+    if (const WorkloadFigure* fd = find(std::string(jit ? kUpstreamPythonJit : kUpstreamPython) + kFiniteDifferenceSuffix, row))
+      return fd;
+  return f;
 }
 
 WorkloadFigures load_workload_figures(const std::vector<std::string>& paths) {

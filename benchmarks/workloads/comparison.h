@@ -24,6 +24,9 @@ inline const char* const kUpstream = "tcnn";
 inline const char* const kUpstreamJit = "tcnn-jit";
 inline const char* const kUpstreamPython = "tinycudann";
 inline const char* const kUpstreamPythonJit = "tinycudann-jit";
+// A variant's suffix where an eikonal step took grad_x f by central differences (six more forward
+// passes: the workaround without second derivatives; tcnn_workloads.py --eikonal-gradient fd).
+inline const char* const kFiniteDifferenceSuffix = "-fd";
 
 struct WorkloadFigure {
   std::string variant, workload, mode, device;
@@ -42,7 +45,8 @@ struct WorkloadFigures {
   // The figure of `variant` for the row (same workload id, mode, batch and device), or null.
   const WorkloadFigure* find(const std::string& variant, const WorkloadRow& row) const;
   // Upstream's figure for the row, JIT fusion on or off: from its C++ programs where they cover
-  // the row, else from tinycudann (the figure's `variant` says which).
+  // the row, else from tinycudann, else (an eikonal row: upstream has no second derivatives)
+  // tinycudann's finite-difference workaround (the figure's `variant` says which).
   const WorkloadFigure* upstream(const WorkloadRow& row, bool jit) const;
 };
 

@@ -34,6 +34,9 @@ Compared compare(const WorkloadRow& row, const WorkloadFigure* f) {
   c.samples_per_s = f->samples_per_s;
   c.cell = si(*f->samples_per_s);
   if (f->variant == kUpstreamPython || f->variant == kUpstreamPythonJit) c.cell += " (py)";
+  if (f->variant == std::string(kUpstreamPython) + kFiniteDifferenceSuffix ||
+      f->variant == std::string(kUpstreamPythonJit) + kFiniteDifferenceSuffix)
+    c.cell += " (py, fd)";
   if (row.ok) {
     c.x = row.samples_per_second() / *f->samples_per_s;
     c.ratio = ratio(*c.x);
@@ -109,7 +112,8 @@ void print_workload_report(std::ostream& os, const WorkloadReport& r) {
   for (const std::string& s : r.figures.sources) os << "  compare  " << s << '\n';
   os << "  columns  x eager / x compile / x tcnn JIT: tinyfuse-bench's samples/s over theirs; tinyfuse.tcnn: the same"
         " workload through the Python package, tcnn/C++ its share of this figure; tcnn JIT off / on: upstream"
-        " tiny-cuda-nn's programs, or its Python package where marked (py), filled on a GPU by scripts/gpu/tinyfuse-gpu"
+        " tiny-cuda-nn's programs, or its Python package where marked (py), (py, fd) where an eikonal step takes"
+        " grad_x f by central differences (no second derivatives upstream), filled on a GPU by scripts/gpu/tinyfuse-gpu"
         " workloads\n\n";
 
   std::vector<std::string> head = {"workload", "mode", "batch", "samples/s", "(min - max)", "ms/run", "loss", "checks",

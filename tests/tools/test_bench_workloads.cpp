@@ -12,6 +12,7 @@
 #include "tinyfuse/buffer.h"
 #include "tinyfuse/tinyfuse.h"
 #include "workloads/checks.h"
+#include "workloads/comparison.h"
 #include "workloads/eikonal_step.h"
 #include "workloads/model.h"
 #include "workloads/nerf_field.h"
@@ -334,4 +335,26 @@ TEST(BenchWorkloads, TheEikonalStepsGradientIsItsLossesDerivative) {
     EXPECT_NEAR(grads[i], fd, 1e-3 * (std::fabs(fd) + 1e-3)) << "parameter " << i;
   }
   EXPECT_GT(largest, 1e-3);  // the comparison saw real gradients
+}
+
+// Upstream has no second derivatives: an eikonal row takes tinycudann's finite-difference
+// workaround (tcnn_workloads.py --eikonal-gradient fd) only where no direct figure exists.
+TEST(BenchWorkloads, UpstreamsEikonalFigureFallsBackToItsFiniteDifferenceWorkaround) {
+  WorkloadRow row;
+  row.id = "W4e", row.device = "cuda", row.mode = Mode::Training, row.batch = 1 << 18;
+  auto figure = [&](const std::string& variant, std::optional<double> samples_per_s) {
+    WorkloadFigure f;
+    f.variant = variant, f.workload = "W4e", f.mode = "training", f.device = "cuda", f.batch = row.batch;
+    f.samples_per_s = samples_per_s;
+    if (!samples_per_s) f.error = "no backward_backward_input";
+    return f;
+  };
+  WorkloadFigures figures;
+  figures.figures = {figure("tinycudann-jit", std::nullopt), figure("tinycudann-jit-fd", 5e6), figure("tinycudann-fd", 4e6)};
+  ASSERT_NE(figures.upstream(row, true), nullptr);
+  EXPECT_EQ(figures.upstream(row, true)->variant, "tinycudann-jit-fd");
+  EXPECT_EQ(figures.upstream(row, false)->variant, "tinycudann-fd");
+  figures.figures.push_back(figure("tinycudann-jit", 9e6));  // a direct figure wins
+  figures.figures.erase(figures.figures.begin());
+  EXPECT_EQ(figures.upstream(row, true)->variant, "tinycudann-jit");
 }
