@@ -219,6 +219,12 @@ void synchronize(Device device, Stream stream) {
 double sum_tensor(const TensorView& t) {
   if (t.device != Device::CPU) return gpu_hooks().sum(t);
   double s = 0;
+  // Dense FP32 (losses, a trainer's gradients every checked step): a plain loop, same order.
+  if (t.dtype == DType::F32 && t.contiguous()) {
+    const float* p = static_cast<const float*>(t.data);
+    for (int64_t i = 0, n = t.numel(); i < n; ++i) s += p[i];
+    return s;
+  }
   for (int64_t r = 0; r < t.rows(); ++r)
     for (int64_t c = 0; c < t.cols(); ++c) s += load_as_double(t.data, t.dtype, offset(t, r, c));
   return s;
