@@ -84,6 +84,7 @@ void convert_through_device(const TensorView& dst, const TensorView& src) {
       gpu_hooks().copy_from_host_dense(s, host.data());
     }
     gpu_hooks().convert(dst, s);  // (the staging buffer is released after it, in stream order)
+    gpu_hooks().synchronize(dst.stream);  // finished on return, as every copy from the host
     return;
   }
   // device -> host
