@@ -67,9 +67,8 @@ def main():
     doc = tw.header("tcnn_workloads.py", device)
     doc.update({"module": a.module, "module_file": getattr(tcnn, "__file__", None), "jit_fusion": jit, "via": via})
     for spec in specs:
-        fd = a.eikonal_gradient == "fd" and tw.eikonal_weight(spec) is not None
-        records = tw.run_workload(spec, lambda s, dev: tcnn_model(tcnn, s, dev, jit), variant + ("-fd" if fd else ""),
-                                  device, tw.default_batches(spec, device, override), modes, warmup, repeats,
+        records = tw.run_workload(spec, lambda s, dev: tcnn_model(tcnn, s, dev, jit),
+                                  tw.variant_name(variant, spec, a.eikonal_gradient), device, tw.default_batches(spec, device, override), modes, warmup, repeats,
                                   log=lambda s: print(s, file=sys.stderr, flush=True), eikonal_gradient=a.eikonal_gradient)
         for r in records:
             r["via"] = via

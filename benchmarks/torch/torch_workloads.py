@@ -227,6 +227,11 @@ def eikonal_weight(spec):
     return step["eikonal_weight"] if step["otype"] == "Eikonal" else None
 
 
+def variant_name(variant, spec, eikonal_gradient):
+    """A row's variant: with '-fd' where an eikonal workload takes grad_x f by central differences."""
+    return variant + ("-fd" if eikonal_gradient == "fd" and eikonal_weight(spec) is not None else "")
+
+
 def eikonal_loss(model, x, y, weight):
     """benchmarks/workloads/eikonal_step.h's loss: mean |f - t| over the first half of the rows,
     weight * mean (|grad_x f| - 1)^2 over the second; the input gradient kept in the graph."""
@@ -521,8 +526,7 @@ def main():
         if variant not in ("eager", "compile"):
             raise SystemExit(f"--variants: unknown {variant} (eager, compile)")
         for spec in specs:
-            fd = a.eikonal_gradient == "fd" and eikonal_weight(spec) is not None
-            doc["results"] += run_workload(spec, torch_model, "torch-" + variant + ("-fd" if fd else ""), device,
+            doc["results"] += run_workload(spec, torch_model, variant_name("torch-" + variant, spec, a.eikonal_gradient), device,
                                            default_batches(spec, device, override), modes, warmup, repeats,
                                            compiled=variant == "compile", amp=device.type == "cuda",
                                            log=lambda s: print(s, file=sys.stderr, flush=True),

@@ -60,6 +60,15 @@ std::vector<char> to_host_dense(const TensorView& src) {
   return out;
 }
 
+// Writes densely packed elements of dst's dtype into the host view `dst` (any strides).
+void scatter_to_host(const TensorView& dst, const char* dense) {
+  const size_t es = dtype_size(dst.dtype);
+  for (int64_t r = 0; r < dst.rows(); ++r)
+    for (int64_t c = 0; c < dst.cols(); ++c)
+      std::memcpy(static_cast<char*>(dst.data) + offset(dst, r, c) * static_cast<int64_t>(es),
+                  dense + (r * dst.cols() + c) * es, es);
+}
+
 // The device kernels index (row, col) as row * strides[0] + col (a vector: contiguous).
 bool device_kernel_can_read(const TensorView& t) {
   return t.device == Device::CPU || (t.ndim == 2 ? t.strides[1] == 1 : t.strides[0] == 1);
@@ -95,11 +104,7 @@ void convert_through_device(const TensorView& dst, const TensorView& src) {
     gpu_hooks().copy_to_host_dense(d, dst.data);
     return;
   }
-  const std::vector<char> host = to_host_dense(d);
-  const size_t es = dtype_size(dst.dtype);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c)
-      std::memcpy(static_cast<char*>(dst.data) + offset(dst, r, c) * static_cast<int64_t>(es), host.data() + (r * cols + c) * es, es);
+  scatter_to_host(dst, to_host_dense(d).data());
 }
 
 }  // namespace
@@ -190,11 +195,7 @@ void copy_tensor(const TensorView& dst, const TensorView& src) {
   for (int64_t i = 0; i < src.numel(); ++i)
     store_from_double(converted.data(), dst.dtype, i, load_as_double(host.data(), src.dtype, i));
   if (dst.device == Device::CPU) {
-    const size_t es = dtype_size(dst.dtype);
-    for (int64_t r = 0; r < dst.rows(); ++r)
-      for (int64_t c = 0; c < dst.cols(); ++c)
-        std::memcpy(static_cast<char*>(dst.data) + offset(dst, r, c) * static_cast<int64_t>(es),
-                    converted.data() + (r * dst.cols() + c) * es, es);
+    scatter_to_host(dst, converted.data());
   } else {
     gpu_hooks().copy_from_host_dense(dst, converted.data());
   }

@@ -64,6 +64,18 @@ TEST_F(GpuMemory, ConvertingCopiesEqualTheHostsConversionBitForBit) {
     for (size_t i = 0; i < v.size(); ++i) std::memcpy(&b[i], &v[i], 8), b[i] = std::isnan(v[i]) ? 0 : b[i];
     return b;
   };
+  // `cols` columns from `first` of a (rows, pad) device matrix of `t` held by `b`, poisoned (NaN).
+  auto padded = [&](Buffer& b, DType t, int64_t first) {
+    b = Buffer(Device::CUDA, rows * pad * dtype_size(t));
+    fill_tensor(b.matrix(t, rows, pad), NAN);
+    return b.matrix(t, rows, pad).cols_slice(first, cols);
+  };
+  // A device view's bits, read back through a dense host copy in its own dtype.
+  auto device_bits = [&](const TensorView& v) {
+    Buffer back(Device::CPU, rows * cols * dtype_size(v.dtype));
+    copy_tensor(back.matrix(v.dtype, rows, cols), v);
+    return host_bits(back.matrix(v.dtype, rows, cols));
+  };
   for (DType from : types)
     for (DType to : types) {
       if (from == to) continue;
@@ -76,17 +88,13 @@ TEST_F(GpuMemory, ConvertingCopiesEqualTheHostsConversionBitForBit) {
       const std::vector<uint64_t> expected = host_bits(wh);
 
       // host -> device (converting) into a padded view, then device -> host in the same dtype.
-      Buffer dev(Device::CUDA, rows * pad * dtype_size(to));
-      fill_tensor(dev.matrix(to, rows, pad), NAN);
-      const TensorView dv = dev.matrix(to, rows, pad).cols_slice(1, cols);
+      Buffer dev, dev_src, dev_dst;
+      const TensorView dv = padded(dev, to, 1);
       copy_tensor(dv, sh);
-      Buffer back(Device::CPU, rows * cols * dtype_size(to));
-      copy_tensor(back.matrix(to, rows, cols), dv);
-      EXPECT_EQ(host_bits(back.matrix(to, rows, cols)), expected) << "host -> device";
+      EXPECT_EQ(device_bits(dv), expected) << "host -> device";
 
       // device (padded, `from`) -> host (`to`), into a strided host view.
-      Buffer dev_src(Device::CUDA, rows * pad * dtype_size(from));
-      const TensorView ds = dev_src.matrix(from, rows, pad).cols_slice(2, cols);
+      const TensorView ds = padded(dev_src, from, 2);
       copy_tensor(ds, sh);
       Buffer wide(Device::CPU, rows * pad * dtype_size(to));
       const TensorView hv = wide.matrix(to, rows, pad).cols_slice(3, cols);
@@ -94,13 +102,9 @@ TEST_F(GpuMemory, ConvertingCopiesEqualTheHostsConversionBitForBit) {
       EXPECT_EQ(host_bits(hv), expected) << "device -> strided host";
 
       // device -> device between dtypes.
-      Buffer dev_dst(Device::CUDA, rows * pad * dtype_size(to));
-      fill_tensor(dev_dst.matrix(to, rows, pad), NAN);
-      const TensorView dd = dev_dst.matrix(to, rows, pad).cols_slice(4, cols);
+      const TensorView dd = padded(dev_dst, to, 4);
       copy_tensor(dd, ds);
-      Buffer back2(Device::CPU, rows * cols * dtype_size(to));
-      copy_tensor(back2.matrix(to, rows, cols), dd);
-      EXPECT_EQ(host_bits(back2.matrix(to, rows, cols)), expected) << "device -> device";
+      EXPECT_EQ(device_bits(dd), expected) << "device -> device";
       std::vector<double> padding(rows * pad);
       copy_tensor(TensorView::matrix(padding.data(), rows, pad), dev_dst.matrix(to, rows, pad));
       for (int64_t r = 0; r < rows; ++r)

@@ -106,6 +106,20 @@ json mlp(const std::string& otype, uint32_t neurons, const std::string& act) {
   return {{"otype", otype}, {"n_neurons", neurons}, {"n_hidden_layers", 2}, {"activation", act}, {"output_activation", "None"}};
 }
 
+// The object's own initial parameters, biases and grid entries moved off zero, clamped to
+// (-1.9, 1.9) and rounded to values its parameter dtype holds exactly.
+std::vector<double> test_params(DifferentiableObject& object, Pcg32& rng) {
+  const size_t n = object.n_params();
+  std::vector<float> init(n);
+  object.initialize_params(rng, init.data(), 1.0f);
+  std::vector<double> params(init.begin(), init.end());
+  for (const ParamSegment& s : object.param_segments())
+    for (size_t i = s.offset; i < s.offset + s.count; ++i)
+      if (s.kind != ParamSegment::Kind::Matrix) params[i] += 0.5 * (2 * rng.next_double() - 1);
+  for (double& p : params) p = std::max(-1.9, std::min(1.9, representable(p, object.param_dtype())));
+  return params;
+}
+
 const json kSdfGrid = {{"otype", "HashGrid"}, {"n_levels", 8}, {"n_features_per_level", 2}, {"log2_hashmap_size", 15},
                        {"base_resolution", 8}, {"per_level_scale", 1.5}, {"interpolation", "Smoothstep"}};
 
@@ -165,17 +179,8 @@ TEST_P(SecondDerivativesGpu, MatchTheCpuReferenceOrRefuseBeforeWriting) {
     const size_t n = gpu->n_params();
     Pcg32 rng(1000 + batch + c.name.size());
 
-    std::vector<double> params(n);
-    {
-      std::vector<float> init(n);
-      gpu->initialize_params(rng, init.data(), 1.0f);
-      for (size_t i = 0; i < n; ++i) params[i] = init[i];
-    }
-    for (const ParamSegment& s : gpu->param_segments())
-      for (size_t i = s.offset; i < s.offset + s.count; ++i)
-        if (s.kind != ParamSegment::Kind::Matrix) params[i] += 0.5 * (2 * rng.next_double() - 1);
+    std::vector<double> params = test_params(*gpu, rng);
     const DType pt = gpu->param_dtype(), it = gpu->input_dtype(), ot = gpu->output_dtype();
-    for (double& p : params) p = std::max(-1.9, std::min(1.9, representable(p, pt)));
     const std::vector<double> x = random_values(rng, size_t(batch) * in_w, it, c.lo, c.hi);
     const std::vector<double> dy = random_values(rng, size_t(batch) * out_w, ot);
     const std::vector<double> v = random_values(rng, size_t(batch) * in_w, it);
@@ -248,17 +253,8 @@ TEST(EikonalSequenceGpu, EachStageMatchesTheCpuReference) {
       const int64_t in_w = gpu->input_width(), out_w = gpu->padded_output_width();
       const size_t n = gpu->n_params();
       Pcg32 rng(77 + batch);
-      std::vector<double> params(n);
-      {
-        std::vector<float> init(n);
-        gpu->initialize_params(rng, init.data(), 1.0f);
-        for (size_t i = 0; i < n; ++i) params[i] = init[i];
-      }
-      for (const ParamSegment& s : gpu->param_segments())
-        for (size_t i = s.offset; i < s.offset + s.count; ++i)
-          if (s.kind != ParamSegment::Kind::Matrix) params[i] += 0.5 * (2 * rng.next_double() - 1);
+      std::vector<double> params = test_params(*gpu, rng);
       const DType pt = gpu->param_dtype(), it = gpu->input_dtype(), ot = gpu->output_dtype();
-      for (double& p : params) p = std::max(-1.9, std::min(1.9, representable(p, pt)));
       const std::vector<double> x = random_values(rng, size_t(batch) * in_w, it, c.lo, c.hi);
       std::vector<double> ones(size_t(batch) * out_w, 0.0), d_out(size_t(batch) * out_w, 0.0);
       for (int64_t r = 0; r < batch; ++r) {
