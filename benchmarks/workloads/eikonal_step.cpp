@@ -48,23 +48,25 @@ TensorView allocate(Buffer& b, Device device, DType dtype, int64_t rows, int64_t
 }  // namespace
 
 EikonalStep::EikonalStep(WorkloadModel& m, int64_t batch, double eikonal_weight, Stream stream)
-    : m_(m), batch_(batch), width_(m.object->padded_output_width()), weight_(eikonal_weight) {
+    : m_(m), batch_(batch), n_l1_(batch / 2), width_(m.object->padded_output_width()), weight_(eikonal_weight) {
+  if (batch < 2) throw Error("the eikonal step needs a batch of at least 2 rows (an L1 half and an eikonal half)");
   DifferentiableObject& obj = *m.object;
   const Device dev = obj.device();
+  const int64_t n_eikonal = batch - n_l1_;
   out_v_ = allocate(out_, dev, obj.output_dtype(), batch, width_, stream);
-  ones_v_ = allocate(ones_, dev, obj.output_dtype(), batch, width_, stream);
-  d_out_v_ = allocate(d_out_dev_, dev, obj.output_dtype(), batch, width_, stream);
-  grad_v_ = allocate(grad_dev_, dev, obj.input_dtype(), batch, 3, stream);
-  v_v_ = allocate(v_dev_, dev, obj.input_dtype(), batch, 3, stream);
+  ones_v_ = allocate(ones_, dev, obj.output_dtype(), n_eikonal, width_, stream);
+  d_out_v_ = allocate(d_out_dev_, dev, obj.output_dtype(), n_l1_, width_, stream);
+  grad_v_ = allocate(grad_dev_, dev, obj.input_dtype(), n_eikonal, 3, stream);
+  v_v_ = allocate(v_dev_, dev, obj.input_dtype(), n_eikonal, 3, stream);
   f_.assign(static_cast<size_t>(batch * width_), 0.0f);
   grad_.assign(static_cast<size_t>(batch * 3), 0.0f);
   target_.assign(static_cast<size_t>(batch), 0.0f);
   d_out_.assign(static_cast<size_t>(batch * width_), 0.0f);  // padding columns stay 0
   v_.assign(static_cast<size_t>(batch * 3), 0.0f);
   // dL/doutput of the input gradient of the first output: one in column 0.
-  std::vector<float> ones(static_cast<size_t>(batch * width_), 0.0f);
-  for (int64_t r = 0; r < batch; ++r) ones[static_cast<size_t>(r * width_)] = 1.0f;
-  copy_tensor(ones_v_, TensorView::matrix(ones.data(), batch, width_));
+  std::vector<float> ones(static_cast<size_t>(n_eikonal * width_), 0.0f);
+  for (int64_t r = 0; r < n_eikonal; ++r) ones[static_cast<size_t>(r * width_)] = 1.0f;
+  copy_tensor(ones_v_, TensorView::matrix(ones.data(), n_eikonal, width_));
   synchronize(dev, stream);
 }
 
@@ -72,19 +74,24 @@ double EikonalStep::gradients(const TensorView& x, const TensorView& target) {
   DifferentiableObject& obj = *m_.object;
   const Device dev = obj.device();
   const Stream s = out_v_.stream;
-  auto ctx = obj.forward(x, &out_v_, false, /*prepare_input_gradients=*/true);
-  obj.backward(*ctx, x, out_v_, ones_v_, &grad_v_, false, GradientMode::Ignore);  // grad_x f
+  const int64_t n_eikonal = batch_ - n_l1_;
+  const TensorView x_l1 = x.rows_slice(0, n_l1_), x_eik = x.rows_slice(n_l1_, n_eikonal);
+  const TensorView out_l1 = out_v_.rows_slice(0, n_l1_), out_eik = out_v_.rows_slice(n_l1_, n_eikonal);
+  auto ctx_l1 = obj.forward(x_l1, &out_l1, false, /*prepare_input_gradients=*/false);
+  auto ctx_eik = obj.forward(x_eik, &out_eik, false, /*prepare_input_gradients=*/true);
+  obj.backward(*ctx_eik, x_eik, out_eik, ones_v_, &grad_v_, false, GradientMode::Ignore);  // grad_x f
+  float* grad_eik = grad_.data() + 3 * n_l1_;
   copy_tensor(TensorView::matrix(f_.data(), batch_, width_), out_v_);
-  copy_tensor(TensorView::matrix(grad_.data(), batch_, 3), grad_v_);
+  copy_tensor(TensorView::matrix(grad_eik, n_eikonal, 3), grad_v_);
   copy_tensor(TensorView::matrix(target_.data(), batch_, 1), target);
   synchronize(dev, s);
   last_loss_ = eikonal_workload_loss(batch_, f_.data(), width_, grad_.data(), target_.data(), weight_,
                                      m_.trainer->loss_scale(), d_out_.data(), v_.data());
-  copy_tensor(d_out_v_, TensorView::matrix(d_out_.data(), batch_, width_));
-  copy_tensor(v_v_, TensorView::matrix(v_.data(), batch_, 3));
+  copy_tensor(d_out_v_, TensorView::matrix(d_out_.data(), n_l1_, width_));
+  copy_tensor(v_v_, TensorView::matrix(v_.data() + 3 * n_l1_, n_eikonal, 3));
   // The loss through f (the L1 rows), then through grad_x f (the eikonal rows) added.
-  obj.backward(*ctx, x, out_v_, d_out_v_, nullptr, false, GradientMode::Overwrite);
-  obj.backward_backward_input(*ctx, x, v_v_, ones_v_, nullptr, nullptr, false, GradientMode::Accumulate);
+  obj.backward(*ctx_l1, x_l1, out_l1, d_out_v_, nullptr, false, GradientMode::Overwrite);
+  obj.backward_backward_input(*ctx_eik, x_eik, v_v_, ones_v_, nullptr, nullptr, false, GradientMode::Accumulate);
   return last_loss_;
 }
 

@@ -1,10 +1,11 @@
-// W4e's training step (an Eikonal "step" in the workload file), as `tinyfuse learn-sdf` trains:
-// forward with the input gradients prepared, the input gradient grad_x f (backward of ones), the
-// loss on the host, the loss's gradient through f (backward) and through grad_x f
-// (backward_backward_input) into the parameters, the optimizer step.
+// W4e's training step (an Eikonal "step" in the workload file):
 //   rows [0, n/2):  L1 of f against the target (W4's points and exact distances);
 //   rows [n/2, n):  weight * (|grad_x f| - 1)^2 (the eikonal term; their targets are unused);
 //   loss = mean |f - t| over the first + weight * mean (|grad_x f| - 1)^2 over the second.
+// Each half is its own forward, so the work follows the loss: the L1 rows a forward and a
+// backward into the parameters; the eikonal rows a forward with the input gradients prepared, the
+// input gradient grad_x f (backward of ones) and backward_backward_input into the parameters.
+// Then the optimizer step.
 // The loss sits between the two passes on the host, as in learn-sdf (the library has no device
 // kernel for it): on a GPU each step copies f and grad_x f down and their gradients up.
 #pragma once
@@ -38,13 +39,15 @@ class EikonalStep {
   double run(const TensorView& input, const TensorView& target);
 
   double last_loss() const { return last_loss_; }
-  // The last step's f (batch, padded output width) and grad_x f (batch, 3), as FP32 on the host.
+  // The last step's f (batch, padded output width) and grad_x f (batch, 3), as FP32 on the host;
+  // grad_x f is formed on the eikonal rows only (the L1 rows' entries are 0).
   const std::vector<float>& values() const { return f_; }
   const std::vector<float>& input_gradients() const { return grad_; }
 
  private:
   WorkloadModel& m_;
   int64_t batch_;
+  int64_t n_l1_;  // rows [0, n_l1_) take the L1 term, the rest the eikonal term
   int64_t width_;
   double weight_;
   Buffer out_, ones_, grad_dev_, d_out_dev_, v_dev_;

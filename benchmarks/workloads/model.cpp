@@ -107,7 +107,7 @@ double WorkloadCost::grid_bytes_per_sample(size_t param_bytes, bool training) co
 
 WorkloadCost workload_cost(const WorkloadSpec& w) {
   WorkloadCost c;
-  if (w.step.kind == StepSpec::Kind::Eikonal) c.training_sweeps = 7.0;
+  if (w.step.kind == StepSpec::Kind::Eikonal) c.training_sweeps = 4.0;
   const json& cfg = w.config;
   if (!w.is_nerf_field()) {
     const uint32_t width = encoded_width(cfg.at("encoding"), w.n_input_dims, cfg.at("network"));

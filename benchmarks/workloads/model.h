@@ -38,10 +38,11 @@ struct WorkloadCost {
   // Grid traffic per sample: each level's 2^dims corners' features read (param_bytes each); a
   // training step adds one FP32 gradient contribution per corner feature.
   double grid_bytes_per_sample(size_t param_bytes, bool training) const;
-  // MLP sweeps per training step, each forward_flop: 3 for the Trainer's (forward, data and weight
-  // gradients); 7 for the eikonal step (forward, the input gradient's back sweep, the loss's data
-  // and weight gradients, and backward_backward_input's tangent sweep forward with its data and
-  // weight gradients back): a count of matrix products, not measured.
+  // MLP sweeps per training step and sample, each forward_flop: 3 for the Trainer's (forward, data
+  // and weight gradients); 4 for the eikonal step, the mean of its halves: the L1 rows 3 as the
+  // Trainer's, the eikonal rows 5 (forward, the input gradient's back sweep, and
+  // backward_backward_input's tangent sweep forward with its data and weight gradients back). A
+  // count of matrix products, not measured.
   double training_sweeps = 3.0;
   double flop_per_sample(bool training) const { return training ? training_sweeps * forward_flop : forward_flop; }
 };

@@ -154,7 +154,7 @@ class RowRunner {
   // The eikonal step's first step, untimed, and its checks. Before it, with the initial
   // parameters: the loss the host computes in FP64 (the CPU model's values and input gradients on
   // the whole batch, eikonal_workload_loss), and central differences of that model's inference on
-  // a few rows of each half. After it: the step's loss against the first, its input gradient
+  // a few eikonal rows. After it: the step's loss against the first, its input gradient
   // against the differences.
   void first_eikonal_step(DifferentiableObject& obj, Trainer& trainer, const EikonalStep& eikonal,
                           const std::vector<float>& x0, const std::vector<float>& y0, int64_t batch,
@@ -165,11 +165,11 @@ class RowRunner {
     const std::vector<double> g = cpu_reference_input_gradients(w_, params, x0.data(), batch);
     const double host = eikonal_workload_loss(batch, f.data(), width, g.data(), y0.data(), w_.step.eikonal_weight, 1.0,
                                               nullptr, nullptr);
-    // Rows from both halves (the L1 rows' gradients flow too: the check is of grad_x f itself).
-    const int64_t half = batch / 2, per_half = std::min<int64_t>(8, half);
+    // Rows of the eikonal half (the step forms grad_x f there only), from its start and its end.
+    const int64_t half = batch / 2, per_end = std::min<int64_t>(8, (batch - half) / 2);
     std::vector<float> rows_x;
     std::vector<int64_t> rows;
-    for (int64_t i = 0; i < per_half; ++i) rows.push_back(i), rows.push_back(half + i);
+    for (int64_t i = 0; i < per_end; ++i) rows.push_back(half + i), rows.push_back(batch - 1 - i);
     for (int64_t row : rows) rows_x.insert(rows_x.end(), x0.begin() + 3 * row, x0.begin() + 3 * row + 3);
     // h far below the finest grid cell (1 / 7,000 for W4e) and far above FP64's rounding: the
     // differences cross a cell edge of some level with a chance of about 1e-3 per row.

@@ -274,3 +274,40 @@ def test_eikonal_in_float32_agrees_with_float64():
         grads.append(net.params.grad.double())
     assert grads[1].abs().max() > 0
     torch.testing.assert_close(grads[0], grads[1], rtol=1e-3, atol=1e-5 * grads[1].abs().max().item())
+
+
+def test_the_native_passes_form_only_the_gradients_the_running_pass_uses(monkeypatch):
+    # torch.autograd.grad(sdf, x, create_graph=True) needs dsdf/dx only: the module's backward forms
+    # no parameter gradient (as large as the hash table). backward(inputs=params) of the eikonal
+    # term then needs no dL/dx from backward_backward_input; plain backward() fills x.grad, so it
+    # does. The gradients reaching the parameters are the same either way.
+    from tinyfuse.tcnn import _backend
+    calls = []
+    first, second = _backend.Backend.backward, _backend.Backend.backward_backward_input
+
+    def spy_first(self, native_ctx, x, p, out, doutput, need_input, need_params):
+        calls.append(("backward", need_input, need_params))
+        return first(self, native_ctx, x, p, out, doutput, need_input, need_params)
+
+    def spy_second(self, native_ctx, x, p, v, doutput, need_doutput, need_params, need_input):
+        calls.append(("backward_backward_input", need_doutput, need_params, need_input))
+        return second(self, native_ctx, x, p, v, doutput, need_doutput, need_params, need_input)
+
+    monkeypatch.setattr(_backend.Backend, "backward", spy_first)
+    monkeypatch.setattr(_backend.Backend, "backward_backward_input", spy_second)
+    net = float64_module(lambda: tcnn.NetworkWithInputEncoding(3, 1, SMOOTH_GRID, mlp("FullyFusedMLP", "Softplus")), 5)
+    grads = []
+    for only_params in (True, False):
+        calls.clear()
+        net.zero_grad(set_to_none=True)
+        x = inside_cells(16, 3, seed=6).requires_grad_(True)
+        sdf = net(x)
+        (grad,) = torch.autograd.grad(sdf.sum(), x, create_graph=True)
+        assert calls == [("backward", True, False)]
+        loss = ((grad.norm(dim=1) - 1) ** 2).mean()
+        loss.backward(inputs=[net.params] if only_params else None)
+        assert calls[1:] == [("backward_backward_input", False, True, not only_params)]
+        assert (x.grad is None) == only_params
+        grads.append(net.params.grad.clone())
+    assert grads[0].abs().max() > 0
+    torch.testing.assert_close(grads[0], grads[1], rtol=0, atol=0)

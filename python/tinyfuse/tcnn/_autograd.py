@@ -35,10 +35,36 @@ def _scaled_as(t, dtype, scale):
 
 
 def _unscaled_as(t, dtype, scale):
-    """`t / scale` as a tensor of `dtype`, in one pass (none when scale is 1 and the dtype equal)."""
+    """`t / scale` as a tensor of `dtype`, in one pass (none when scale is 1 and the dtype equal).
+    `t` is a gradient the native call has just written and nothing else holds: of the same dtype,
+    it is divided in place (a parameter gradient is as large as the hash table)."""
     if scale == 1.0:
         return t if t.dtype == dtype else t.to(dtype)
+    if t.dtype == dtype:
+        return t.div_(scale)
     return torch.div(t, scale, out=torch.empty(t.shape, dtype=dtype, device=t.device))
+
+
+def _used_by_this_pass(node):
+    """Whether the backward pass now running will use a gradient sent along the edge to `node` (an
+    entry of the running node's next_functions): torch.autograd.grad(y, x) runs the nodes on the
+    way to x only, so a parameter gradient it would discard need not be formed. True where PyTorch
+    cannot tell (a leaf that autograd.grad captures, an older PyTorch)."""
+    if node is None:
+        return False
+    try:
+        return bool(torch._C._will_engine_execute_node(node))
+    except (AttributeError, RuntimeError, TypeError):
+        return True
+
+
+def _needs(ctx, index, edge):
+    """ctx.needs_input_grad[index], less what the running pass discards. `edge`: that argument's
+    position among the forward's tensor arguments (next_functions counts only those)."""
+    if not ctx.needs_input_grad[index]:
+        return False
+    edges = ctx.next_functions
+    return edge >= len(edges) or _used_by_this_pass(edges[edge][0])
 
 
 def first_order_gradients(backend, native_ctx, scale, params_dtype, x, p, out, doutput, need_input, need_params):
@@ -69,12 +95,12 @@ class NativeFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, doutput):
-        need_input, need_params = ctx.needs_input_grad[1], ctx.needs_input_grad[2]
+        need_input, need_params = _needs(ctx, 1, 0), _needs(ctx, 2, 1)
         if doutput is None or not (need_input or need_params):
             return None, None, None, None, None
         x, params, out = ctx.saved_tensors
         if torch.is_grad_enabled():  # create_graph=True: the gradients must be differentiable
-            dinput, dparams = NativeBackward.apply(ctx, doutput, x, params)
+            dinput, dparams = NativeBackward.apply(ctx, doutput, x, params, need_input, need_params)
         else:
             dinput, dparams = first_order_gradients(ctx.backend, ctx.native_ctx, ctx.loss_scale, ctx.params_dtype, x,
                                                     ctx.compute_params, out, doutput, need_input, need_params)
@@ -86,12 +112,11 @@ class NativeBackward(torch.autograd.Function):
     the gradients can be differentiated (backward_backward_input)."""
 
     @staticmethod
-    def forward(ctx, fwd, doutput, x, params):
+    def forward(ctx, fwd, doutput, x, params, need_input, need_params):
         ctx.set_materialize_grads(False)
         ctx.fwd = fwd
         out = fwd.saved_tensors[2]
         ctx.out = out.detach()  # for its dtype; fwd's saved tensors may be freed before the second pass
-        need_input, need_params = fwd.needs_input_grad[1], fwd.needs_input_grad[2]
         dinput, dparams = first_order_gradients(fwd.backend, fwd.native_ctx, fwd.loss_scale, fwd.params_dtype, x,
                                                 fwd.compute_params, out, doutput, need_input, need_params)
         ctx.save_for_backward(doutput, x, params)
@@ -101,9 +126,9 @@ class NativeBackward(torch.autograd.Function):
     def backward(ctx, ddinput, ddparams):
         fwd = ctx.fwd
         doutput, x_saved, params = ctx.saved_tensors
-        need_doutput, need_input, need_params = ctx.needs_input_grad[1], ctx.needs_input_grad[2], ctx.needs_input_grad[3]
+        need_doutput, need_input, need_params = _needs(ctx, 1, 0), _needs(ctx, 2, 1), _needs(ctx, 3, 2)
         if (ddinput is None and ddparams is None) or not (need_doutput or need_input or need_params):
-            return None, None, None, None
+            return None, None, None, None, None, None
         x = x_saved.detach()
         d_doutput = dinput = dparams = None
         if ddinput is not None:
@@ -115,7 +140,7 @@ class NativeBackward(torch.autograd.Function):
         if torch.is_grad_enabled():  # create_graph again: these depend on the inputs, but not differentiably here
             d_doutput, dinput, dparams = _refuse(fwd.name, (d_doutput, dinput, dparams),
                                                  (doutput, x_saved, params, ddinput, ddparams))
-        return None, d_doutput, dinput, dparams
+        return None, d_doutput, dinput, dparams, None, None
 
 
 def _add(a, b):
