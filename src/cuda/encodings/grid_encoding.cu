@@ -30,6 +30,7 @@ class GpuGridEncoding final : public Encoding {
     for (uint32_t l = 0; l < spec_.n_levels; ++l) {
       host[l] = {spec_.level_scale[l], spec_.level_resolution[l], spec_.level_offset[l], spec_.level_table_size(l)};
       max_level_entries_ = std::max(max_level_entries_, spec_.level_table_size(l));
+      level_entries_.push_back(spec_.level_table_size(l));
     }
     TF_GPU_CHECK(gpuMemcpyAsync(levels_.data(), host.data(), host.size() * sizeof(grid::LevelInfo), gpuMemcpyDefault,
                                 gpuStreamPerThread));
@@ -151,7 +152,7 @@ class GpuGridEncoding final : public Encoding {
   grid::GradientRequest gradient_request(const TensorView& input, const TensorView& dL_doutput, const TensorView* v,
                                          GradientMode mode) const {
     return {input.ptr<float>(), input.strides[0], matrix(dL_doutput), v ? v->ptr<float>() : nullptr,
-            v ? v->strides[0] : 0, gradients_, param_dtype_, n_params(), max_level_entries_,
+            v ? v->strides[0] : 0, gradients_, param_dtype_, n_params(), max_level_entries_, level_entries_.data(),
             mode == GradientMode::Accumulate, spec_.deterministic};
   }
 
@@ -190,6 +191,7 @@ class GpuGridEncoding final : public Encoding {
   DType param_dtype_, output_dtype_;
   uint32_t n_output_, padded_;
   uint32_t max_level_entries_ = 0;
+  std::vector<uint32_t> level_entries_;
   Buffer levels_;  // grid::LevelInfo per level, on the device
   void* params_ = nullptr;
   void* inference_params_ = nullptr;

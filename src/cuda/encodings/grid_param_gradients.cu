@@ -13,6 +13,7 @@
 //   level makes that level's gradients NaN.
 #include "cuda/encodings/grid_kernels.cuh"
 
+#include <algorithm>
 #include <cfloat>
 
 #include "tinyfuse/buffer.h"
@@ -67,25 +68,58 @@ __device__ __forceinline__ void add(const Sink& s, uint32_t entry, const float* 
     add_fast<F>(s, size_t(entry) * F, c);
 }
 
-// One thread per (record, level), level fastest (coalesced reads of dL/doutput rows).
+// Record b's first-order contributions to level L: corner weight * dL/doutput to each corner, or
+// all of it to one corner (Nearest; stochastic interpolation, the corner chosen as the CPU chooses
+// it). Each goes to add(entry, contribution[F]).
+template <uint32_t D, uint32_t F, typename Add>
+__device__ __forceinline__ void first_order_contributions(const Launch& g, const LevelInfo& L, uint32_t l,
+                                                          const Cell<D>& c, const float* gv, int64_t b, int64_t batch,
+                                                          Add&& add) {
+  uint32_t v[D];
+  if (g.interpolation == GridInterpolation::Nearest) {
+    add(entry_of<D>(g, L, c.vertex), gv);
+    return;
+  }
+  if (g.stochastic) {
+    const float sample = grid_stochastic_sample(static_cast<uint32_t>(b), l, static_cast<uint32_t>(batch));
+#pragma unroll
+    for (uint32_t d = 0; d < D; ++d) v[d] = sample >= c.w[d] ? c.vertex[d] : c.vertex[d] + 1;
+    add(entry_of<D>(g, L, v), gv);
+    return;
+  }
+  float contrib[F];
+#pragma unroll
+  for (uint32_t k = 0; k < (1u << D); ++k) {
+    const float w = grid_corner_weight<float, D>(c.w, k);
+#pragma unroll
+    for (uint32_t f = 0; f < F; ++f) contrib[f] = w * gv[f];
+    corner_vertex<D>(c, k, v);
+    add(entry_of<D>(g, L, v), contrib);
+  }
+}
+
+// One thread per (record, level) for levels [first_level, n_levels), level fastest (coalesced
+// reads of dL/doutput rows).
 template <uint32_t D, uint32_t F, bool SecondOrder, bool Deterministic>
-__global__ void contribution_kernel(Launch g, int64_t batch, const float* __restrict__ x, int64_t ldx, Matrix dy,
-                                    const float* __restrict__ dir, int64_t ldv, Sink sink) {
+__global__ void contribution_kernel(Launch g, uint32_t first_level, int64_t batch, const float* __restrict__ x,
+                                    int64_t ldx, Matrix dy, const float* __restrict__ dir, int64_t ldv, Sink sink) {
+  const uint32_t n_levels = g.n_levels - first_level;
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= batch * g.n_levels) return;
+  if (i >= batch * n_levels) return;
   int64_t b;
   uint32_t l;
-  record_and_level(i, g.n_levels, b, l);
+  record_and_level(i, n_levels, b, l);
+  l += first_level;
   const LevelInfo L = g.levels[l];
   const Cell<D> c = locate<D>(x, ldx, b, L.scale, g.interpolation);
   const double to_fixed = Deterministic ? sink.to_fixed[l] : 0.0;
-  float gv[F], contrib[F];
+  float gv[F];
 #pragma unroll
   for (uint32_t f = 0; f < F; ++f) gv[f] = dy.load(b, l * F + f);
-  uint32_t v[D];
 
   if constexpr (SecondOrder) {  // never launched for Nearest (no input gradient to differentiate)
-    float vd[D];
+    float vd[D], contrib[F];
+    uint32_t v[D];
 #pragma unroll
     for (uint32_t d = 0; d < D; ++d) vd[d] = dir[b * ldv + d];
 #pragma unroll
@@ -96,28 +130,42 @@ __global__ void contribution_kernel(Launch g, int64_t batch, const float* __rest
       corner_vertex<D>(c, k, v);
       add<F, Deterministic>(sink, entry_of<D>(g, L, v), contrib, to_fixed);
     }
-    return;
   } else {
-    if (g.interpolation == GridInterpolation::Nearest) {
-      add<F, Deterministic>(sink, entry_of<D>(g, L, c.vertex), gv, to_fixed);
-      return;
-    }
-    if (g.stochastic) {  // the whole gradient to one corner, chosen as the CPU chooses it
-      const float sample = grid_stochastic_sample(static_cast<uint32_t>(b), l, static_cast<uint32_t>(batch));
-#pragma unroll
-      for (uint32_t d = 0; d < D; ++d) v[d] = sample >= c.w[d] ? c.vertex[d] : c.vertex[d] + 1;
-      add<F, Deterministic>(sink, entry_of<D>(g, L, v), gv, to_fixed);
-      return;
-    }
-#pragma unroll
-    for (uint32_t k = 0; k < (1u << D); ++k) {
-      const float w = grid_corner_weight<float, D>(c.w, k);
-#pragma unroll
-      for (uint32_t f = 0; f < F; ++f) contrib[f] = w * gv[f];
-      corner_vertex<D>(c, k, v);
-      add<F, Deterministic>(sink, entry_of<D>(g, L, v), contrib, to_fixed);
-    }
+    first_order_contributions<D, F>(g, L, l, c, gv, b, batch,
+                                    [&](uint32_t entry, const float* contrib) {
+                                      add<F, Deterministic>(sink, entry, contrib, to_fixed);
+                                    });
   }
+}
+
+// Levels [0, gridDim.y) in the fast first order: tables so small that thousands of records land on
+// each entry (W1's coarsest level: 17 x 17 entries for 2^18 records x 4 corners), where float
+// atomics on one address queue in its L2 slice. A block sums its records' contributions to one
+// level in shared memory, then adds each entry it touched to the sums once.
+template <uint32_t D, uint32_t F>
+__global__ void shared_level_kernel(Launch g, int64_t batch, const float* __restrict__ x, int64_t ldx, Matrix dy,
+                                    float* __restrict__ sums) {
+  extern __shared__ float level_sums[];
+  const uint32_t l = blockIdx.y;
+  const LevelInfo L = g.levels[l];
+  const uint32_t n = L.size * F;
+  for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) level_sums[i] = 0.0f;
+  __syncthreads();
+  for (int64_t b = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; b < batch; b += int64_t(gridDim.x) * blockDim.x) {
+    const Cell<D> c = locate<D>(x, ldx, b, L.scale, g.interpolation);
+    float gv[F];
+#pragma unroll
+    for (uint32_t f = 0; f < F; ++f) gv[f] = dy.load(b, l * F + f);
+    first_order_contributions<D, F>(g, L, l, c, gv, b, batch, [&](uint32_t entry, const float* contrib) {
+      float* dst = level_sums + (entry - L.offset) * F;
+#pragma unroll
+      for (uint32_t f = 0; f < F; ++f) atomicAdd(dst + f, contrib[f]);
+    });
+  }
+  __syncthreads();
+  float* level = sums + size_t(L.offset) * F;
+  for (uint32_t i = threadIdx.x; i < n; i += blockDim.x)
+    if (level_sums[i] != 0.0f) atomicAdd(level + i, level_sums[i]);  // NaN != 0: a NaN is passed on
 }
 
 // Per level, the largest max_f |dL/doutput| of a record (times sum_d |v_d| in the second order),
@@ -197,21 +245,61 @@ __global__ void f32_to_half_kernel(const float* __restrict__ sums, __half* grads
   grads[i] = __float2half_rn(accumulate ? __half2float(grads[i]) + sums[i] : sums[i]);
 }
 
+// How many leading levels the fast first order sums in shared memory: each level's table fits
+// kSharedLevelBytes of FP32 sums (no opt-in to larger shared memory needed) and receives at least
+// kSharedLevelLoad contributions per entry on average (below that the direct atomics rarely meet
+// on one address and the block sums would cost more than they save).
+constexpr size_t kSharedLevelBytes = 48 * 1024;
+constexpr int64_t kSharedLevelLoad = 64;
+
+uint32_t shared_levels(const Job& job, const GradientRequest& r) {
+  if (r.deterministic || r.v != nullptr || r.level_entries == nullptr) return 0;
+  const int64_t contributions = job.batch * (job.g.stochastic || job.g.interpolation == GridInterpolation::Nearest
+                                                 ? 1
+                                                 : int64_t(1) << job.dims);
+  uint32_t n = 0;
+  while (n < job.g.n_levels) {
+    const uint32_t entries = r.level_entries[n];
+    if (size_t(entries) * job.features * sizeof(float) > kSharedLevelBytes ||
+        contributions < kSharedLevelLoad * int64_t(entries))
+      break;
+    ++n;
+  }
+  return n;
+}
+
 template <bool Deterministic>
-void launch_contributions(const Job& job, const GradientRequest& r, const Sink& sink) {
-  const int64_t threads = job.batch * job.g.n_levels;
+void launch_contributions(const Job& job, const GradientRequest& r, const Sink& sink, uint32_t first_level) {
+  const int64_t threads = job.batch * (job.g.n_levels - first_level);
   const bool second = r.v != nullptr;
+  if (threads == 0) return;
   dispatch_dims_features(job.dims, job.features, [&](auto d, auto f) {
     constexpr uint32_t D = decltype(d)::value, F = decltype(f)::value;
     const auto blocks = blocks_for_threads(threads);
     if (second)
       contribution_kernel<D, F, true, Deterministic><<<blocks, kThreadsPerBlock, 0, job.stream>>>(
-          job.g, job.batch, r.x, r.ldx, r.dL_doutput, r.v, r.ldv, sink);
+          job.g, first_level, job.batch, r.x, r.ldx, r.dL_doutput, r.v, r.ldv, sink);
     else
       contribution_kernel<D, F, false, Deterministic><<<blocks, kThreadsPerBlock, 0, job.stream>>>(
-          job.g, job.batch, r.x, r.ldx, r.dL_doutput, r.v, r.ldv, sink);
+          job.g, first_level, job.batch, r.x, r.ldx, r.dL_doutput, r.v, r.ldv, sink);
   });
   TF_GPU_CHECK_LAUNCH("grid contribution_kernel");
+}
+
+// Levels [0, n_shared) through shared_level_kernel: about two blocks per multiprocessor in all.
+void launch_shared_levels(const Job& job, const GradientRequest& r, float* sums, uint32_t n_shared) {
+  int device = 0, sms = 0;
+  TF_GPU_CHECK(gpuGetDevice(&device));
+  TF_GPU_CHECK(gpuDeviceGetAttribute(&sms, gpuDevAttrMultiProcessorCount, device));
+  const int64_t per_level = std::max<int64_t>(1, (2 * int64_t(sms) + n_shared - 1) / n_shared);
+  const dim3 blocks(static_cast<unsigned>(std::min<int64_t>(per_level, blocks_for_threads(job.batch))), n_shared);
+  const size_t smem = size_t(*std::max_element(r.level_entries, r.level_entries + n_shared)) * job.features * sizeof(float);
+  dispatch_dims_features(job.dims, job.features, [&](auto d, auto f) {
+    constexpr uint32_t D = decltype(d)::value, F = decltype(f)::value;
+    shared_level_kernel<D, F><<<blocks, kThreadsPerBlock, smem, job.stream>>>(job.g, job.batch, r.x, r.ldx,
+                                                                               r.dL_doutput, sums);
+  });
+  TF_GPU_CHECK_LAUNCH("grid shared_level_kernel");
 }
 
 void launch_bounds(const Job& job, const GradientRequest& r, unsigned* level_max) {
@@ -249,7 +337,7 @@ void deterministic_gradients(const Job& job, const GradientRequest& r) {
   fixed_scale_kernel<<<blocks_for_threads(n_levels), kThreadsPerBlock, 0, job.stream>>>(job.g, job.batch, r.v != nullptr,
                                                                                        level_max, to_fixed, from_fixed);
   TF_GPU_CHECK_LAUNCH("grid fixed_scale_kernel");
-  launch_contributions<true>(job, r, Sink{nullptr, false, fixed, to_fixed});
+  launch_contributions<true>(job, r, Sink{nullptr, false, fixed, to_fixed}, 0);
 
   const dim3 blocks(static_cast<unsigned>(blocks_for_threads(int64_t(r.max_level_entries) * job.features)), n_levels);
   if (r.dtype == DType::F16)
@@ -262,16 +350,21 @@ void deterministic_gradients(const Job& job, const GradientRequest& r) {
 }
 
 void fast_gradients(const Job& job, const GradientRequest& r) {
+  const uint32_t n_shared = shared_levels(job, r);
+  auto contributions = [&](float* sums, bool vec) {
+    if (n_shared > 0) launch_shared_levels(job, r, sums, n_shared);
+    launch_contributions<false>(job, r, Sink{sums, vec, nullptr, nullptr}, n_shared);
+  };
   if (r.dtype == DType::F32) {
     if (!r.accumulate) TF_GPU_CHECK(gpuMemsetAsync(r.gradients, 0, r.n_params * sizeof(float), job.stream));
     float* g = static_cast<float*>(r.gradients);
-    launch_contributions<false>(job, r, Sink{g, reinterpret_cast<uintptr_t>(g) % 16 == 0, nullptr, nullptr});
+    contributions(g, reinterpret_cast<uintptr_t>(g) % 16 == 0);
     return;
   }
   Buffer sums = Buffer::on_stream(Device::CUDA, r.n_params * sizeof(float), job.stream);
   float* s = static_cast<float*>(sums.data());
   TF_GPU_CHECK(gpuMemsetAsync(s, 0, r.n_params * sizeof(float), job.stream));
-  launch_contributions<false>(job, r, Sink{s, true, nullptr, nullptr});
+  contributions(s, true);
   f32_to_half_kernel<<<blocks_for_threads(int64_t(r.n_params)), kThreadsPerBlock, 0, job.stream>>>(
       s, static_cast<__half*>(r.gradients), r.n_params, r.accumulate);
   TF_GPU_CHECK_LAUNCH("grid f32_to_half_kernel");
