@@ -380,6 +380,11 @@ def run_workload(spec, build, variant, device, batches, modes, warmup, repeats, 
         for lb in batches[mode]:
             batch = 1 << lb
             try:
+                if compiled:
+                    # Each row compiles afresh: Dynamo's caches would otherwise collect one entry per
+                    # (workload, batch, mode) of the shared step function until its recompile limit
+                    # (8), past which it runs the rest eagerly under the compile row's name.
+                    torch._dynamo.reset()
                 torch.manual_seed(seed)
                 gen = torch.Generator().manual_seed(seed + batch)
                 if mode == "training" and eikonal_weight(spec) is not None and compiled and not fd:
