@@ -286,25 +286,37 @@ TEST_F(FusedWeightGrads, MatchTwoStepPathToRounding) {
         DeviceMatrix in(p, batch, c.in, false), out(p, batch, W, false), dy(p, batch, W, false);
         upload(in.view, input);
         upload(dy.view, dout);
+        DeviceMatrix dx(p, batch, c.in, false);
         auto ctx = net->forward(in.view, &out.view);
-        auto grads = [&](bool fused, GradientMode mode) {
+        // The parameter gradients, and (with_dx) dL/dinput into *dx_out, each written over NaN.
+        auto grads = [&](bool fused, GradientMode mode, bool with_dx, std::vector<double>* dx_out) {
           Network& which = fused ? *net : *two_step_net;
           if (mode == GradientMode::Accumulate)
             upload(gview, start);
           else
             fill_tensor(gview, kNaN);
-          which.backward(*ctx, in.view, out.view, dy.view, nullptr, false, mode);
+          if (with_dx) fill_tensor(dx.view, kNaN);
+          which.backward(*ctx, in.view, out.view, dy.view, with_dx ? &dx.view : nullptr, false, mode);
           EXPECT_EQ(cuda::fused_kernel_used(which, fz::FusedPass::BackwardWeightGrads),
                     fused ? fz::FusedKernel::PipelinedWeightGrads : fz::FusedKernel::None)
               << "which backward ran";
+          if (dx_out) *dx_out = download(dx.view);
           return download(gview);
         };
-        for (GradientMode mode : {GradientMode::Overwrite, GradientMode::Accumulate}) {
-          const std::vector<double> two_step = grads(false, mode), fused = grads(true, mode), again = grads(true, mode);
-          EXPECT_TRUE(within_rounding(fused, two_step, p, net->param_segments()))
-              << (mode == GradientMode::Overwrite ? "overwrite" : "accumulate");
-          EXPECT_TRUE(same_bits(again, fused)) << "repeated fused weight gradients differ";
-        }
+        // dL/dinput (an encoding before the network asks for it) comes from the same dZ_0 and
+        // the same products in both paths: the same bits.
+        for (bool with_dx : {false, true})
+          for (GradientMode mode : {GradientMode::Overwrite, GradientMode::Accumulate}) {
+            SCOPED_TRACE(std::string(mode == GradientMode::Overwrite ? "overwrite" : "accumulate") +
+                         (with_dx ? ", with dL/dinput" : ""));
+            std::vector<double> dx_two_step, dx_fused;
+            const std::vector<double> two_step = grads(false, mode, with_dx, &dx_two_step),
+                                      fused = grads(true, mode, with_dx, &dx_fused),
+                                      again = grads(true, mode, with_dx, nullptr);
+            EXPECT_TRUE(within_rounding(fused, two_step, p, net->param_segments()));
+            EXPECT_TRUE(same_bits(again, fused)) << "repeated fused weight gradients differ";
+            if (with_dx) EXPECT_TRUE(same_bits(dx_fused, dx_two_step)) << "dL/dinput";
+          }
         if (HasFatalFailure()) return;
       }
 }

@@ -134,8 +134,8 @@ class FullyFusedMlp final : public GpuMlp<T> {
     const bool param_grads = mode != GradientMode::Ignore;
     if (!param_grads && !dL_dinput) return;
     const T* weights = use_inference_params ? inference_params_ : params_;
-    if (param_grads && !dL_dinput) {
-      if (backward_with_fused_weight_grads(*ctx, input, dL_doutput, weights, mode)) return;
+    if (param_grads) {
+      if (backward_with_fused_weight_grads(*ctx, input, dL_doutput, dL_dinput, weights, mode)) return;
     } else {
       plans_.ran_without_plan(fused::FusedPass::BackwardWeightGrads);
     }
@@ -207,17 +207,20 @@ class FullyFusedMlp final : public GpuMlp<T> {
     return plans_.get(in);
   }
 
-  // Parameter gradients without dL/dinput through a backward that forms the weight gradients
-  // itself: false, having launched nothing, where the planner has none.
+  // Parameter gradients (and dL/dinput where asked) through a backward that forms the weight
+  // gradients itself: false, having launched nothing, where the planner has none.
   bool backward_with_fused_weight_grads(const FusedContext<T>& ctx, const TensorView& input, const TensorView& dL_doutput,
-                                        const T* weights, GradientMode mode) const {
+                                        const TensorView* dL_dinput, const T* weights, GradientMode mode) const {
     fused::CallLayout layout;
+    layout.dL_dinput = dL_dinput != nullptr;
     const fused::FusedPlan& plan = plan_of(fused::FusedPass::BackwardWeightGrads, input.rows(), layout);
     if (plan.kernel == fused::FusedKernel::None) return false;
     const gpuStream_t s = stream_of(input);
     Buffer partial = Buffer::on_stream(Device::CUDA, std::max<size_t>(1, fused::plan_partial_floats(plan)) * sizeof(float),
                                        input.stream);
     const Staged dout = stage(dL_doutput, true, s), x0 = stage(input, true, s);
+    Staged din;
+    if (dL_dinput) din = stage(*dL_dinput, false, s);
     fused::BackwardArgs a;
     a.batch = input.rows();
     a.weights = weights;
@@ -226,8 +229,11 @@ class FullyFusedMlp final : public GpuMlp<T> {
     a.hidden_deriv = ctx.hidden_y;  // ReLU: act' from y
     a.input = x0.data;
     a.ld_in = x0.ld;
+    a.dL_dinput = dL_dinput ? din.data : nullptr;
+    a.ld_din = din.ld;
     float* p = static_cast<float*>(partial.data());
     fused::launch_plan(plan, a, p, s);
+    if (dL_dinput) unstage(din, *dL_dinput, s);
     reduce_weight_partials(plan.blocks, p, mode, s);
     return true;
   }

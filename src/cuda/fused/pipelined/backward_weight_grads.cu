@@ -1,8 +1,8 @@
 // FullyFusedMLP's backward with the weight gradients inside the pipelined kernel
 // (pipelined/backward_weight_grads_kernel.cuh): dZ never leaves the kernel; each block writes one
 // FP32 partial per layer, which launch_weight_grad_reduce adds up. The planner asks it first when
-// parameter gradients (and no dL/dinput) are wanted; where it does not take the call, the backward
-// kernel and the weight-gradient kernels run.
+// parameter gradients are wanted (with or without dL/dinput); where it does not take the call, the
+// backward kernel and the weight-gradient kernels run.
 #include "cuda/fused/pipelined/backward_weight_grads_kernel.cuh"
 
 namespace tinyfuse::cuda::fused {
@@ -41,7 +41,7 @@ bool shape_applies(const FusedShape& shape) {
 
 FusedPlan plan_pipelined_weight_grads(const PlanInputs& in) {
   if (!shape_applies(in.shape) || (in.dtype != DType::F16 && in.dtype != DType::BF16) || in.batch <= 0) return {};
-  if (in.layout.dL_dinput || in.layout.dz) return {};  // dL/dinput would need a fourth buffer
+  if (in.layout.dz) return {};  // dZ never leaves this kernel
   if (in.device->major < 8) return {};
   const SmemPlan weights = plan_smem(in.shape, 2, static_cast<size_t>(-1));  // every layer resident
   const size_t weight_bytes = (weights.bytes + 15) / 16 * 16;

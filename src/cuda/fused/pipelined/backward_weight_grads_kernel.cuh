@@ -1,6 +1,7 @@
 // FullyFusedMLP's pipelined backward with the weight gradients formed inside it (CUDA, sm_80+),
 // for the shape that training benchmarks and most fields use: 64 wide, ReLU hidden layers, identity
-// output, input 32 or 64 wide, output at most 64 wide, up to 3 hidden layers, no dL/dinput.
+// output, input 32 or 64 wide, output at most 64 wide, up to 3 hidden layers; dL/dinput too where
+// asked (an encoding before the network: NetworkWithInputEncoding's grid).
 //
 // Why: the plain pipelined backward writes every layer's dZ (128 B per sample and layer) and the
 // weight-gradient kernels (weight_grad.cu) read each dZ back beside the layer's input; that is
@@ -16,6 +17,10 @@
 // accumulators per lane) over all the block's tiles from dZ_L (the previous item's buffer, where
 // it was put) and those rows, both read with ldmatrix .trans as weight_grad.cu reads them; the
 // slice is then added into the block's FP32 dW in shared memory, which the warp alone touches.
+// dL/dinput = dZ_0 W_0 (pipelined/backward_kernel.cuh's input_gradient, the same bits) is formed
+// once the input rows' item has served dW_0: dZ_0 is still in the warp's registers, and the warp
+// writes the result through its own buffer of that item, which no warp reads again before the
+// warp's next load into it.
 // Items per tile: dL/doutput, the saved y of hidden layers n_hidden - 1 .. 0, the input rows,
 // through pipelined/backward_kernel.cuh's ring of three per-warp buffers (one item ahead). A ring of
 // four (two ahead; the dW rows then unpadded to fit) measured slower on the H200: 386 against
@@ -185,6 +190,13 @@ __device__ __forceinline__ void pipelined_backward_dw_body(KernelShape s, Backwa
       if (hidden_item && has_tile) {
         copy_fragments<kDwWidth>(dz, d);
         put_fragments<kDwWidth>(buf, stage_stride, dz, lane);  // dZ for the next item's dW
+      }
+      if (k == n_hidden + 1 && has_tile && args.dL_dinput) {  // dz holds dZ_0; buf the input rows, read out
+        input_gradient<T, kDwWidth>(dz, w_base, s.in_width, buf, stage_stride, lane);
+        __syncwarp();
+        store_tile<PipelineTiling<kDwWidth>::kRows, true>(buf, stage_stride, args.dL_dinput, args.ld_din, s.in_width,
+                                                         tile * PipelineTiling<kDwWidth>::kRows, args.batch, lane);
+        __syncwarp();  // read out before the warp's next copy into this buffer
       }
       load_dw_item<T>(next, buffers, buffer_bytes, stage_stride, args, s, n_tiles, step, lane);
       b = b == kBwdBuffers - 1 ? 0 : b + 1;
