@@ -276,6 +276,8 @@ def test_eikonal_in_float32_agrees_with_float64():
     torch.testing.assert_close(grads[0], grads[1], rtol=1e-3, atol=1e-5 * grads[1].abs().max().item())
 
 
+@pytest.mark.skipif(not hasattr(torch._C, "_will_engine_execute_node"),
+                    reason="this PyTorch cannot say which gradients a backward pass uses (all are formed)")
 def test_the_native_passes_form_only_the_gradients_the_running_pass_uses(monkeypatch):
     # torch.autograd.grad(sdf, x, create_graph=True) needs dsdf/dx only: the module's backward forms
     # no parameter gradient (as large as the hash table). backward(inputs=params) of the eikonal
