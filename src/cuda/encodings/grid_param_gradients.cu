@@ -2,8 +2,9 @@
 // (backward_backward_input), summed in one of two ways:
 //
 // fast (default): float atomicAdd into an FP32 buffer (the gradients themselves for FP32
-//   parameters; scratch converted afterwards for FP16). The order in which the hardware applies
-//   the atomics varies, so the last bits of a sum vary from run to run.
+//   parameters; scratch converted afterwards for FP16); the leading small, heavily shared levels
+//   summed per block in shared memory first (shared_levels() decides which). The order in which
+//   the hardware applies the atomics varies, so the last bits of a sum vary from run to run.
 // deterministic: each contribution c becomes the integer round(c * 2^s_l) and is added with a
 //   64-bit integer atomicAdd; integer addition is associative, so the sum is the same bits
 //   whatever the order. s_l is chosen per level from a bound on the level's total |contribution|
