@@ -29,7 +29,6 @@ class GpuGridEncoding final : public Encoding {
     std::vector<grid::LevelInfo> host(spec_.n_levels);
     for (uint32_t l = 0; l < spec_.n_levels; ++l) {
       host[l] = {spec_.level_scale[l], spec_.level_resolution[l], spec_.level_offset[l], spec_.level_table_size(l)};
-      max_level_entries_ = std::max(max_level_entries_, spec_.level_table_size(l));
       level_entries_.push_back(spec_.level_table_size(l));
     }
     TF_GPU_CHECK(gpuMemcpyAsync(levels_.data(), host.data(), host.size() * sizeof(grid::LevelInfo), gpuMemcpyDefault,
@@ -152,7 +151,7 @@ class GpuGridEncoding final : public Encoding {
   grid::GradientRequest gradient_request(const TensorView& input, const TensorView& dL_doutput, const TensorView* v,
                                          GradientMode mode) const {
     return {input.ptr<float>(), input.strides[0], matrix(dL_doutput), v ? v->ptr<float>() : nullptr,
-            v ? v->strides[0] : 0, gradients_, param_dtype_, n_params(), max_level_entries_, level_entries_.data(),
+            v ? v->strides[0] : 0, gradients_, param_dtype_, n_params(), level_entries_.data(),
             mode == GradientMode::Accumulate, spec_.deterministic};
   }
 
@@ -190,8 +189,7 @@ class GpuGridEncoding final : public Encoding {
   GridSpec spec_;
   DType param_dtype_, output_dtype_;
   uint32_t n_output_, padded_;
-  uint32_t max_level_entries_ = 0;
-  std::vector<uint32_t> level_entries_;
+  std::vector<uint32_t> level_entries_;  // each level's table entries, as grid::GradientRequest takes them
   Buffer levels_;  // grid::LevelInfo per level, on the device
   void* params_ = nullptr;
   void* inference_params_ = nullptr;

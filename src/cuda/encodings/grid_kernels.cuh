@@ -53,8 +53,7 @@ struct GradientRequest {
   void* gradients;
   DType dtype;
   size_t n_params;
-  uint32_t max_level_entries;  // largest level table, for the per-level finishing kernel
-  const uint32_t* level_entries;  // host: each level's table entries (which levels sum in shared memory)
+  const uint32_t* level_entries;  // host: each level's table entries (job.g.n_levels of them)
   bool accumulate;
   bool deterministic;
 };

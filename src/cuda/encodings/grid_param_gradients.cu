@@ -254,7 +254,7 @@ constexpr size_t kSharedLevelBytes = 48 * 1024;
 constexpr int64_t kSharedLevelLoad = 64;
 
 uint32_t shared_levels(const Job& job, const GradientRequest& r) {
-  if (r.deterministic || r.v != nullptr || r.level_entries == nullptr) return 0;
+  if (r.deterministic || r.v != nullptr) return 0;
   const int64_t contributions = job.batch * (job.g.stochastic || job.g.interpolation == GridInterpolation::Nearest
                                                  ? 1
                                                  : int64_t(1) << job.dims);
@@ -340,7 +340,8 @@ void deterministic_gradients(const Job& job, const GradientRequest& r) {
   TF_GPU_CHECK_LAUNCH("grid fixed_scale_kernel");
   launch_contributions<true>(job, r, Sink{nullptr, false, fixed, to_fixed}, 0);
 
-  const dim3 blocks(static_cast<unsigned>(blocks_for_threads(int64_t(r.max_level_entries) * job.features)), n_levels);
+  const uint32_t max_entries = *std::max_element(r.level_entries, r.level_entries + n_levels);
+  const dim3 blocks(static_cast<unsigned>(blocks_for_threads(int64_t(max_entries) * job.features)), n_levels);
   if (r.dtype == DType::F16)
     fixed_to_gradients_kernel<__half><<<blocks, kThreadsPerBlock, 0, job.stream>>>(
         job.g, job.features, fixed, from_fixed, static_cast<__half*>(r.gradients), r.accumulate);
