@@ -461,7 +461,7 @@ __device__ __forceinline__ void pipelined_forward_body(KernelShape s, ForwardArg
     if constexpr (KEEP) {
       if (args.loss.gradients) {
         __syncwarp();  // the output's store (if any) has read the stage the loss overwrites
-        loss_epilogue<T, Tl::kRows, ChunkWalk>(stage, stage_stride, s.out_width, args.loss, row0, batch, lane);
+        loss_epilogue_of_kind<T, Tl::kRows, ChunkWalk>(stage, stage_stride, s.out_width, args.loss, row0, batch, lane);
       }
     }
     __syncwarp();  // the stage is read out before the next copy into it

@@ -1,4 +1,4 @@
-// The loss (L2) folded into the pipelined training forward (pipelined/forward_kernel.cuh): once a warp's output
+// The loss (L2 or RelativeL2) folded into the pipelined training forward (pipelined/forward_kernel.cuh): once a warp's output
 // tile sits in its stage buffer, each lane takes 8-column groups of its rows (the ChunkWalk order
 // the stores use, so the target loads are coalesced), evaluates the loss terms, writes the scaled
 // gradients and leaves each group's sum of values in the stage, from where one lane per row adds
@@ -23,11 +23,15 @@ namespace {
 
 namespace px = tinyfuse::cuda::ptx;
 
-// The one loss folded in. With the kind a run-time switch per element (every built-in loss), the
-// forward measured 375 us at 2^20 rows (against 150 + 166 for forward and loss kernel): the
-// switch, inlined per element of the unrolled groups, grew the kernel to 19.5 k instructions.
-// L2 is the loss of the benchmarks and of most fields; the others run the loss kernel.
-constexpr LossKind kFoldedLoss = LossKind::L2;
+// The losses folded in: L2 (most fields) and RelativeL2 (tiny-cuda-nn's image and radiance-cache
+// configs); the others run the loss kernel. Each is its own instantiation of the epilogue, chosen
+// once per tile (loss_epilogue_of_kind): with the kind a run-time switch per element (every
+// built-in loss), the forward measured 375 us at 2^20 rows (against 150 + 166 for forward and loss
+// kernel): the switch, inlined per element of the unrolled groups, grew the kernel to 19.5 k
+// instructions.
+__host__ __device__ constexpr bool is_folded_loss(int kind) {
+  return kind == static_cast<int>(LossKind::L2) || kind == static_cast<int>(LossKind::RelativeL2);
+}
 
 // Eight stage elements (16 bytes) as floats.
 template <typename T>
@@ -60,7 +64,7 @@ __device__ __forceinline__ void prefetch_target(const ForwardArgs::Loss& L, int6
 // (core/loss_math.h, the same bits as the division) when the whole group allows it, else one by
 // one: the IEEE division per element, with its range checks and slow-path branch, was 30 % of
 // the one-kernel training pass's instructions (ncu, H200).
-template <typename T, bool ALL>
+template <LossKind KIND, typename T, bool ALL>
 __device__ __forceinline__ float loss_group(const float (&p)[8], const float (&t)[8], int live, const ForwardArgs::Loss& L,
                                             float inv_n, T (&g)[8]) {
   float x[8];
@@ -70,7 +74,7 @@ __device__ __forceinline__ float loss_group(const float (&p)[8], const float (&t
   for (int k = 0; k < 8; ++k) {
     x[k] = 0.0f;
     if (ALL || k < live) {
-      const LossTerm<float> term = loss_term(kFoldedLoss, p[k], t[k], 1.0f, 0.0f);
+      const LossTerm<float> term = loss_term(KIND, p[k], t[k], 1.0f, 0.0f);
       // Rounded product, then rounded sum, as the loss kernel adds (there the kind is a run-time
       // switch, so the product and the sum are not contracted); with the kind a constant the
       // compiler would fuse them into one FMA and the row value would differ in the last bit.
@@ -98,7 +102,7 @@ __device__ __forceinline__ float loss_group(const float (&p)[8], const float (&t
 // pipelined/train_step_kernel.cuh): the gradients replace the output in the stage (zeros in rows past the
 // batch), the group sums go to `sums` (ROWS x 8 floats, shared memory), and the stage then holds
 // dL/doutput as the backward would have loaded it.
-template <typename T, int ROWS, typename Walk, bool IN_PLACE = false>
+template <LossKind KIND, typename T, int ROWS, typename Walk, bool IN_PLACE>
 __device__ __forceinline__ void loss_epilogue(uint32_t stage, int stage_stride, int out_width, const ForwardArgs::Loss& L,
                                               int64_t row0, int64_t batch, int lane, uint32_t sums = 0) {
   constexpr int kBatch = 4;
@@ -141,7 +145,7 @@ __device__ __forceinline__ void loss_epilogue(uint32_t stage, int stage_stride, 
       alignas(16) T g[8];
       const int live = L.dims - d0;  // columns of the group the target has (the rest: gradient 0)
       const float group_sum =
-          live >= 8 ? loss_group<T, true>(p, t, live, L, inv_n, g) : loss_group<T, false>(p, t, live, L, inv_n, g);
+          live >= 8 ? loss_group<KIND, T, true>(p, t, live, L, inv_n, g) : loss_group<KIND, T, false>(p, t, live, L, inv_n, g);
       if constexpr (IN_PLACE) {
         px::st_shared_16(at, *reinterpret_cast<const uint4*>(g));  // this lane alone read this group
         px::st_shared_4(sums + rows[j] * kSumStride + cols[j] * 4, __float_as_uint(group_sum));
@@ -169,6 +173,18 @@ __device__ __forceinline__ void loss_epilogue(uint32_t stage, int stage_stride, 
                                       : px::ld_shared_4(stage + r * stage_stride + c * 16));
     L.values[row * L.values_rs] = sum / L.n;
   }
+}
+
+// loss_epilogue for L.kind (one of is_folded_loss's; the planner checked).
+template <typename T, int ROWS, typename Walk, bool IN_PLACE = false>
+__device__ __forceinline__ void loss_epilogue_of_kind(uint32_t stage, int stage_stride, int out_width,
+                                                      const ForwardArgs::Loss& L, int64_t row0, int64_t batch, int lane,
+                                                      uint32_t sums = 0) {
+  if (L.kind == static_cast<int>(LossKind::RelativeL2))
+    loss_epilogue<LossKind::RelativeL2, T, ROWS, Walk, IN_PLACE>(stage, stage_stride, out_width, L, row0, batch, lane,
+                                                                  sums);
+  else
+    loss_epilogue<LossKind::L2, T, ROWS, Walk, IN_PLACE>(stage, stage_stride, out_width, L, row0, batch, lane, sums);
 }
 
 }  // namespace

@@ -15,10 +15,10 @@ bool shape_applies(const FusedShape& shape) {
          shape.out_width <= kDwWidth && shape.n_hidden >= 1 && shape.n_hidden <= kTrainMaxHidden;
 }
 
-// What loss_epilogue reads: the folded loss, 1 to out_width target columns. (The network passes
+// What loss_epilogue reads: a folded loss, 1 to out_width target columns. (The network passes
 // the input and the target only where the kernel can read them in place.)
 bool loss_applies(const PlanInputs& in) {
-  return in.layout.loss_kind == static_cast<int>(kFoldedLoss) && in.layout.loss_dims >= 1 &&
+  return is_folded_loss(in.layout.loss_kind) && in.layout.loss_dims >= 1 &&
          in.layout.loss_dims <= in.shape.out_width;
 }
 

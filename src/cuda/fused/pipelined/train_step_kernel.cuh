@@ -1,5 +1,5 @@
 // FullyFusedMLP's whole training pass in one kernel (CUDA, sm_90+): the pipelined training forward
-// with the L2 loss folded in (pipelined/forward_kernel.cuh, loss_epilogue.cuh) and the backward that forms
+// with the L2 or RelativeL2 loss folded in (pipelined/forward_kernel.cuh, loss_epilogue.cuh) and the backward that forms
 // the weight gradients inside (pipelined/backward_weight_grads_kernel.cuh), one round of tiles after the
 // other, on chip. For 64 wide, ReLU hidden layers, identity output, input 32 or 64 wide, output
 // at most 64 wide, 1 or 2 hidden layers (the shapes the two kernels it joins take; 3 hidden layers
@@ -148,8 +148,8 @@ __device__ __forceinline__ void train_step_body(KernelShape s, ForwardArgs args,
       output_layer<T, kDwWidth, Epilogue::Identity, false>(h, weights_of(H), s.out_width, buffer(kOut), stage_stride,
                                                            Activation::None, lane, false);
       __syncwarp();
-      loss_epilogue<T, Tl::kRows, ChunkWalk, true>(buffer(kOut), stage_stride, s.out_width, args.loss, row0, batch,
-                                                   lane, sums);
+      loss_epilogue_of_kind<T, Tl::kRows, ChunkWalk, true>(buffer(kOut), stage_stride, s.out_width, args.loss, row0,
+                                                           batch, lane, sums);
     }
 
     // Backward, layer H (the output layer) down to 0.

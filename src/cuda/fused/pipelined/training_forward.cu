@@ -10,11 +10,11 @@ namespace tinyfuse::cuda::fused {
 
 namespace {
 
-// What loss_epilogue takes: its one loss (kFoldedLoss), at most 64 wide, a target of 1 to
+// What loss_epilogue takes: a loss it folds (is_folded_loss), at most 64 wide, a target of 1 to
 // out_width columns. (The network hands it only gradients it can write in place and a target
 // whose 16-byte loads are aligned where it asks for them.)
 bool loss_applies(const PlanInputs& in) {
-  if (in.layout.loss_kind != static_cast<int>(kFoldedLoss)) return false;
+  if (!is_folded_loss(in.layout.loss_kind)) return false;
   // At 128 wide the training forward runs at its register cap (254 of 255): with the loss folded
   // the step measured 308 M samples/s at 2^20 against 446 M with the loss kernel (H200,
   // docs/PERFORMANCE.md), so 128 wide keeps the loss kernel.
