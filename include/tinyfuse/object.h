@@ -86,15 +86,16 @@ class DifferentiableObject {
                                                      const TensorView& gradients, const TensorView* data_pdf = nullptr);
 
   // The Trainer's whole pass: forward_with_loss, then backward() of `gradients` into the parameter
-  // gradients (param_gradients_mode; no input gradients), which by default is exactly what it
-  // does. An object that can run both in one kernel does so instead (FullyFusedMLP on sm_90 for
-  // the shapes of stream_launch.h's launch_fused_train_step: the built-in L2 loss, 64 wide, ReLU,
-  // ...): `values` and the parameter gradients are then written as the two calls write them, but
-  // `output` and `gradients` (the loss gradients) may be left unwritten, being scratch to it.
+  // gradients (param_gradients_mode) and, where `dL_dinput` is given, the input gradients, which
+  // by default is exactly what it does. An object that can run both in one kernel does so instead
+  // (FullyFusedMLP on sm_90 for the shapes of pipelined/train_step.cu: L2 or RelativeL2, 64 wide,
+  // ReLU, ...): `values`, the parameter gradients and `dL_dinput` are then written as the two calls
+  // write them, but `output` and `gradients` (the loss gradients) may be left unwritten, being
+  // scratch to it. (NetworkWithInputEncoding asks its network for dL_dinput to train its encoding.)
   virtual void forward_backward_with_loss(const TensorView& input, const TensorView& output, const Loss& loss,
                                           float loss_scale, const TensorView& target, const TensorView& values,
                                           const TensorView& gradients, const TensorView* data_pdf,
-                                          GradientMode param_gradients_mode);
+                                          GradientMode param_gradients_mode, const TensorView* dL_dinput = nullptr);
 
   // Second derivatives through the input gradients (tiny-cuda-nn's backward_backward_input), for
   // losses that depend on dL/dinput (an eikonal term, say). backward() computed

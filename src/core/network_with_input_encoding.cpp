@@ -100,18 +100,27 @@ class NetworkWithInputEncoding final : public DifferentiableObject {
     return ctx;
   }
 
-  // An encoding without parameters needs no dL/d(encoded): the network may then run its whole
-  // training pass on the encoded batch in one go (object.h). Otherwise the default two calls.
+  // The network runs its whole training pass on the encoded batch (in one kernel where it can,
+  // object.h), forming dL/d(encoded) where the encoding needs it (its parameters' gradients, or
+  // dL/dinput asked for); the encoding's backward then takes it from there. The same calls and
+  // values as forward_with_loss then backward(), in the same order.
   void forward_backward_with_loss(const TensorView& input, const TensorView& output, const Loss& loss, float loss_scale,
                                   const TensorView& target, const TensorView& values, const TensorView& gradients,
-                                  const TensorView* data_pdf, GradientMode mode) override {
-    if (encoding_->n_params() > 0 || mode == GradientMode::Ignore)
-      return DifferentiableObject::forward_backward_with_loss(input, output, loss, loss_scale, target, values,
-                                                              gradients, data_pdf, mode);
+                                  const TensorView* data_pdf, GradientMode mode, const TensorView* dL_dinput) override {
+    if (dL_dinput) check_matrix(*dL_dinput, "dL_dinput", input.rows(), input_width(), input_dtype(), device());
+    const bool encoding_needs_grad = (encoding_->n_params() > 0 && mode != GradientMode::Ignore) || dL_dinput;
     Buffer encoded;
     TensorView enc = encoded_view(encoded, input);
-    encoding_->forward(input, &enc, false, false);
-    network_->forward_backward_with_loss(enc, output, loss, loss_scale, target, values, gradients, data_pdf, mode);
+    auto encoding_ctx = encoding_->forward(input, &enc, false, dL_dinput != nullptr);
+    if (!encoding_needs_grad) {
+      network_->forward_backward_with_loss(enc, output, loss, loss_scale, target, values, gradients, data_pdf, mode);
+      return;
+    }
+    Buffer d_enc_buffer = Buffer::on_stream(device(), enc.numel() * dtype_size(enc.dtype), input.stream);
+    const TensorView d_enc = d_enc_buffer.matrix(enc.dtype, enc.rows(), enc.cols(), input.stream);
+    network_->forward_backward_with_loss(enc, output, loss, loss_scale, target, values, gradients, data_pdf, mode,
+                                         &d_enc);
+    encoding_->backward(*encoding_ctx, input, enc, d_enc, dL_dinput, false, mode);
   }
 
   void backward(const Context& base_ctx, const TensorView& input, const TensorView& output,

@@ -16,9 +16,10 @@ std::unique_ptr<Context> DifferentiableObject::forward_with_loss(const TensorVie
 void DifferentiableObject::forward_backward_with_loss(const TensorView& input, const TensorView& output,
                                                       const Loss& loss, float loss_scale, const TensorView& target,
                                                       const TensorView& values, const TensorView& gradients,
-                                                      const TensorView* data_pdf, GradientMode param_gradients_mode) {
+                                                      const TensorView* data_pdf, GradientMode param_gradients_mode,
+                                                      const TensorView* dL_dinput) {
   auto ctx = forward_with_loss(input, output, loss, loss_scale, target, values, gradients, data_pdf);
-  backward(*ctx, input, output, gradients, nullptr, false, param_gradients_mode);
+  backward(*ctx, input, output, gradients, dL_dinput, false, param_gradients_mode);
 }
 
 }  // namespace tinyfuse

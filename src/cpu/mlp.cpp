@@ -192,14 +192,15 @@ class Mlp final : public MlpWithParams<T> {
   }
 
   // The Trainer's pass: on the row-tile engine, forward, loss and backward a tile at a time (the
-  // output and loss gradients, scratch to the Trainer, are not written out); else the two calls.
+  // output and loss gradients, scratch to the Trainer, are not written out); else the two calls
+  // (also where dL/dinput is asked for, which the tiled pass does not form).
   void forward_backward_with_loss(const TensorView& input, const TensorView& output, const Loss& loss, float loss_scale,
                                   const TensorView& target, const TensorView& values, const TensorView& gradients,
-                                  const TensorView* data_pdf, GradientMode mode) override {
+                                  const TensorView* data_pdf, GradientMode mode, const TensorView* dL_dinput) override {
     const TileGemm* kernels = row_tile_kernels();
-    if (!kernels || mode == GradientMode::Ignore || !is_cpu_fp32_loss(loss))
+    if (!kernels || mode == GradientMode::Ignore || !is_cpu_fp32_loss(loss) || dL_dinput)
       return Base::forward_backward_with_loss(input, output, loss, loss_scale, target, values, gradients, data_pdf,
-                                              mode);
+                                              mode, dL_dinput);
     if constexpr (std::is_same_v<T, float>) {
       check_io(input, &output);
       check_loss_views(loss, output, target, values, gradients, data_pdf);

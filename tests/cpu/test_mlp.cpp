@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
 
 #include "testing/gradcheck.h"
 #include "testing/mlp_cases.h"
@@ -177,6 +180,77 @@ TEST(NetworkWithInputEncoding, IdentityPadsWithOnesAndOrdersParamsNetworkFirst) 
   std::vector<double> x = {1, 2, 3}, y(8, -1);
   identity->inference(TensorView::matrix(x.data(), 1, 3), TensorView::matrix(y.data(), 1, 8));
   EXPECT_EQ(y, (std::vector<double>{2.5, 4.5, 6.5, 1, 1, 1, 1, 1}));
+}
+
+// The Trainer's pass through an encoding with parameters (NetworkWithInputEncoding's
+// forward_backward_with_loss: the encoding's forward, the network's pass asked for dL/dfeatures,
+// the encoding's backward) writes what forward_with_loss then backward() write, bit for bit:
+// every parameter gradient (Overwrite and Accumulate), the loss values and dL/dinput where asked
+// (also with the parameter gradients ignored).
+TEST(NetworkWithInputEncoding, TrainingPassEqualsForwardThenBackward) {
+  const json grid = {{"otype", "HashGrid"}, {"n_levels", 4}, {"n_features_per_level", 2}, {"log2_hashmap_size", 8},
+                     {"base_resolution", 4}, {"per_level_scale", 2.0}};
+  auto model = create_network_with_input_encoding(2, 3, grid, net_config("PortableMLP", 16, 1, "Tanh", "None"));
+  auto loss = create_loss({{"otype", "RelativeL2"}});
+  const size_t n = model->n_params();
+  const int64_t batch = 37;
+  const uint32_t W = model->padded_output_width();
+  Pcg32 rng(11);
+  std::vector<float> params(n);
+  model->initialize_params(rng, params.data());
+  std::vector<float> x(batch * 2), target(batch * 3);
+  for (auto& v : x) v = rng.next_float();
+  for (auto& v : target) v = rng.next_float();
+  const TensorView in = TensorView::matrix(x.data(), batch, 2), tgt = TensorView::matrix(target.data(), batch, 3);
+  struct Result {
+    std::vector<float> grads, values, dinput;
+  };
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  auto pass = [&](bool one_call, GradientMode mode, bool want_dinput) {
+    Result r;
+    r.grads.assign(n, mode == GradientMode::Accumulate ? 0.5f : nan);
+    r.values.assign(batch, nan);
+    r.dinput.assign(batch * 2, nan);
+    std::vector<float> out(batch * W, nan), dout(batch * W, nan);
+    const TensorView p = TensorView::vector(params.data(), static_cast<int64_t>(n));
+    model->set_params(p, p, TensorView::vector(r.grads.data(), static_cast<int64_t>(n)));
+    const TensorView o = TensorView::matrix(out.data(), batch, W), g = TensorView::matrix(dout.data(), batch, W);
+    const TensorView v = TensorView::matrix(r.values.data(), batch, 1), d = TensorView::matrix(r.dinput.data(), batch, 2);
+    if (one_call) {
+      model->forward_backward_with_loss(in, o, *loss, 1.0f, tgt, v, g, nullptr, mode, want_dinput ? &d : nullptr);
+    } else {
+      // dL/dinput needs a context prepared for it: forward() asked so, then the loss.
+      std::unique_ptr<Context> ctx;
+      if (want_dinput) {
+        ctx = model->forward(in, &o, false, true);
+        loss->evaluate(1.0f, o, tgt, v, g);
+      } else {
+        ctx = model->forward_with_loss(in, o, *loss, 1.0f, tgt, v, g, nullptr);
+      }
+      model->backward(*ctx, in, o, g, want_dinput ? &d : nullptr, false, mode);
+    }
+    return r;
+  };
+  auto same = [](const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  };
+  for (GradientMode mode : {GradientMode::Overwrite, GradientMode::Accumulate, GradientMode::Ignore})
+    for (bool want_dinput : {false, true}) {
+      if (mode == GradientMode::Ignore && !want_dinput) continue;
+      SCOPED_TRACE(std::string("mode ") + std::to_string(static_cast<int>(mode)) + (want_dinput ? ", dL/dinput" : ""));
+      const Result want = pass(false, mode, want_dinput), got = pass(true, mode, want_dinput);
+      EXPECT_TRUE(same(got.values, want.values)) << "loss values";
+      if (mode != GradientMode::Ignore) {
+        EXPECT_TRUE(same(got.grads, want.grads)) << "parameter gradients";
+        size_t finite = 0;
+        for (float gv : got.grads) finite += std::isfinite(gv);
+        EXPECT_EQ(finite, n) << "a parameter gradient was not written";
+      }
+      if (want_dinput) {
+        EXPECT_TRUE(same(got.dinput, want.dinput)) << "dL/dinput";
+        for (float dv : got.dinput) ASSERT_TRUE(std::isfinite(dv)) << "dL/dinput not written";
+      }
+    }
 }
 
 }  // namespace

@@ -55,30 +55,32 @@ inline ::testing::AssertionResult same_bits(const std::vector<double>& got, cons
   return ::testing::AssertionSuccess();
 }
 
-// Ten Trainer steps (Adam, L2) of a 32 -> 64 x 2 -> 7 FullyFusedMLP, alone or behind an Identity
-// encoding (no parameters), on seeded batches, its kernels as `options` allow: the losses, the
-// final FP32 parameters and the kernels the last step ran.
+// Ten Trainer steps (Adam) of a FullyFusedMLP 64 x 2 -> 7, alone (input 32 wide) or behind an
+// encoding of `n_input` dims that makes 32 features (Identity, or a deterministic HashGrid, whose
+// table the encoding's backward trains from the network's dL/dinput), on seeded batches, its kernels
+// as `options` allow: the losses, the final FP32 parameters and the kernels the last step ran.
 struct TrainerRun {
   std::vector<float> losses, params;
   std::shared_ptr<DifferentiableObject> model;
   cuda::fused::FusedKernel kernel_of(cuda::fused::FusedPass pass) const { return cuda::fused_kernel_used(*model, pass); }
 };
-inline TrainerRun ten_trainer_steps(bool with_encoding, const BuildOptions& options) {
+inline TrainerRun ten_trainer_steps(const json* encoding, uint32_t n_input, const BuildOptions& options,
+                                    const char* loss = "L2") {
   const json net_cfg = {{"otype", "FullyFusedMLP"}, {"n_neurons", 64}, {"n_hidden_layers", 2},
                         {"activation", "ReLU"},    {"output_activation", "None"}};
   std::shared_ptr<DifferentiableObject> model;
-  if (with_encoding)
-    model = create_network_with_input_encoding(32, 7, {{"otype", "Identity"}}, net_cfg, options);
+  if (encoding)
+    model = create_network_with_input_encoding(n_input, 7, *encoding, net_cfg, options);
   else
-    model = create_network(net_cfg, 32, 7, options);
+    model = create_network(net_cfg, n_input, 7, options);
   Trainer trainer(model, create_optimizer({{"otype", "Adam"}, {"learning_rate", 1e-2}}, BuildOptions{Device::CUDA}),
-                  create_loss({{"otype", "L2"}}, BuildOptions{Device::CUDA}), 31);
+                  create_loss({{"otype", loss}}, BuildOptions{Device::CUDA}), 31);
   const int64_t batch = 4099;
   Pcg32 rng(5);
-  DeviceMatrix in(model->input_dtype(), batch, 32, false), tgt(DType::F32, batch, 7, false);
+  DeviceMatrix in(model->input_dtype(), batch, n_input, false), tgt(DType::F32, batch, 7, false);
   TrainerRun run;
   for (int step = 0; step < 10; ++step) {
-    std::vector<double> x(batch * 32), y(batch * 7);
+    std::vector<double> x(batch * n_input), y(batch * 7);
     for (auto& v : x) v = rng.next_double();
     for (auto& v : y) v = std::sin(3 * v + rng.next_double());
     upload(in.view, x);
@@ -88,6 +90,15 @@ inline TrainerRun ten_trainer_steps(bool with_encoding, const BuildOptions& opti
   run.params = trainer.params_host();
   run.model = model;
   return run;
+}
+inline TrainerRun ten_trainer_steps(bool with_encoding, const BuildOptions& options) {
+  const json identity = {{"otype", "Identity"}};
+  return ten_trainer_steps(with_encoding ? &identity : nullptr, 32, options);
+}
+// The deterministic HashGrid of the tests above: 2-D, 16 levels x 2 features (32 wide, as W1's).
+inline json deterministic_grid() {
+  return {{"otype", "HashGrid"}, {"n_levels", 16}, {"n_features_per_level", 2}, {"log2_hashmap_size", 12},
+          {"base_resolution", 4},  {"per_level_scale", 1.5}, {"deterministic", true}};
 }
 
 // Every loss and every parameter the same bits.

@@ -84,22 +84,29 @@ struct PassResult {
   bool one_kernel = false;  // the one-kernel pass ran
 };
 
-// forward_backward_with_loss; parameter gradients start as `start` (NaN for Overwrite).
+// forward_backward_with_loss; parameter gradients start as `start` (NaN for Overwrite). With
+// `dinput` given, dL/dinput too, into a poisoned matrix (rows further apart than their width where
+// `strided_dinput`), downloaded there.
 PassResult run(Network& net, const Loss& loss, const TensorView& in, const TensorView& target, const TensorView* pdf,
-               const TensorView& param_grads, GradientMode mode, double start) {
+               const TensorView& param_grads, GradientMode mode, double start, std::vector<double>* dinput = nullptr,
+               bool strided_dinput = false) {
   const int64_t batch = in.rows();
   const DType p = net.output_dtype();
   const uint32_t W = net.padded_output_width();
   DeviceMatrix out(p, batch, W, false), grads(p, batch, W, false), values(DType::F32, batch, 1, false);
+  DeviceMatrix din(net.input_dtype(), batch, net.input_width(), strided_dinput);
   out.poison();
   grads.poison();
   values.poison();
+  din.poison();
   fill_tensor(param_grads, start);
   PassResult r;
-  net.forward_backward_with_loss(in, out.view, loss, 128.0f, target, values.view, grads.view, pdf, mode);
+  net.forward_backward_with_loss(in, out.view, loss, 128.0f, target, values.view, grads.view, pdf, mode,
+                                 dinput ? &din.view : nullptr);
   r.one_kernel = cuda::fused_kernel_used(net, fz::FusedPass::TrainStep) == fz::FusedKernel::PipelinedTrainStep;
   r.values = download(values.view);
   r.param_grads = download(param_grads);
+  if (dinput) *dinput = download(din.view);
   return r;
 }
 
@@ -153,6 +160,32 @@ TEST_F(FusedTrainStep, SameBitsAsTwoCalls) {
         EXPECT_EQ(got.one_kernel, kernel_applies(c, name)) << "which path ran";
         EXPECT_TRUE(same_bits(got.values, want.values, "per-row loss values"));
         EXPECT_TRUE(same_bits(got.param_grads, want.param_grads, "parameter gradients"));
+        if (HasFailure()) return;
+      }
+}
+
+// dL/dinput asked for (an encoding before the network): the one kernel forms it as backward()
+// does, the same bits, into a dense matrix or a strided one (staged through a dense copy).
+TEST_F(FusedTrainStep, InputGradientsSameBitsAsTwoCalls) {
+  const StepCase cases[] = {{DType::F16, 32, 64, 2, 3}, {DType::BF16, 64, 64, 1, 16}, {DType::F16, 32, 64, 2, 64}};
+  uint64_t seed = 5100;
+  for (const StepCase& c : cases)
+    for (int64_t batch : batches())
+      for (bool strided : {false, true}) {
+        const char* name = strided ? "L2" : "RelativeL2";
+        SCOPED_TRACE(describe(c, name, batch) + (strided ? ", strided dL/dinput" : ", dense dL/dinput"));
+        Fixture f(c, batch, seed++);
+        auto loss = create_loss({{"otype", name}}, BuildOptions{Device::CUDA});
+        std::vector<double> want_din, got_din;
+        const PassResult want = run(*f.two_calls, *loss, f.in.view, f.tgt.view, nullptr, f.gview,
+                                    GradientMode::Overwrite, kNaN, &want_din, strided);
+        const PassResult got = run(*f.net, *loss, f.in.view, f.tgt.view, nullptr, f.gview, GradientMode::Overwrite,
+                                   kNaN, &got_din, strided);
+        EXPECT_FALSE(want.one_kernel) << "switched off, the one kernel ran";
+        EXPECT_EQ(got.one_kernel, kernel_applies(c, name)) << "which path ran";
+        EXPECT_TRUE(same_bits(got.values, want.values, "per-row loss values"));
+        EXPECT_TRUE(same_bits(got.param_grads, want.param_grads, "parameter gradients"));
+        EXPECT_TRUE(same_bits(got_din, want_din, "dL/dinput"));
         if (HasFailure()) return;
       }
 }
@@ -211,8 +244,9 @@ TEST_F(FusedTrainStep, OtherCasesTakeTheDefaultPath) {
 }
 
 // Ten Trainer steps (Adam) with the one kernel and without: the same losses and parameters bit for
-// bit, and the one kernel taken on sm_90+ through NetworkWithInputEncoding (a parameter-free
-// encoding) too.
+// bit, and the one kernel taken on sm_90+ through NetworkWithInputEncoding too: behind a
+// parameter-free encoding, and behind a (deterministic) hash grid trained from the kernel's
+// dL/dinput, with W1's RelativeL2.
 TEST_F(FusedTrainStep, TrainerStepsSameBits) {
   for (bool with_encoding : {false, true}) {
     SCOPED_TRACE(with_encoding ? "NetworkWithInputEncoding (Identity)" : "FullyFusedMLP");
@@ -224,6 +258,16 @@ TEST_F(FusedTrainStep, TrainerStepsSameBits) {
         << "which path ran";
     tinyfuse::testing::expect_same_runs(got, want, "one kernel");
   }
+  SCOPED_TRACE("NetworkWithInputEncoding (deterministic HashGrid), RelativeL2");
+  const json grid = tinyfuse::testing::deterministic_grid();
+  const tinyfuse::testing::TrainerRun want =
+      tinyfuse::testing::ten_trainer_steps(&grid, 2, one_kernel_step(false), "RelativeL2");
+  const tinyfuse::testing::TrainerRun got = tinyfuse::testing::ten_trainer_steps(&grid, 2, one_kernel_step(true), "RelativeL2");
+  EXPECT_EQ(got.kernel_of(fz::FusedPass::TrainStep),
+            sm90_or_newer() ? fz::FusedKernel::PipelinedTrainStep : fz::FusedKernel::None)
+      << "which path ran";
+  tinyfuse::testing::expect_same_runs(got, want, "one kernel");
+  EXPECT_LT(got.losses.back(), got.losses.front()) << "the grid model did not learn";
 }
 
 }  // namespace

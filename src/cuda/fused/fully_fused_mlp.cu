@@ -101,13 +101,14 @@ class FullyFusedMlp final : public GpuMlp<T> {
   // then not written. Otherwise the default two calls, which also report bad arguments.
   void forward_backward_with_loss(const TensorView& input, const TensorView& output, const Loss& loss, float loss_scale,
                                   const TensorView& target, const TensorView& values, const TensorView& gradients,
-                                  const TensorView* data_pdf, GradientMode mode) override {
+                                  const TensorView* data_pdf, GradientMode mode, const TensorView* dL_dinput) override {
     if (!data_pdf && mode != GradientMode::Ignore) {
-      if (train_step_in_one_kernel(input, loss, loss_scale, target, values, mode)) return;
+      if (train_step_in_one_kernel(input, loss, loss_scale, target, values, mode, dL_dinput)) return;
     } else {
       plans_.ran_without_plan(fused::FusedPass::TrainStep);
     }
-    Network::forward_backward_with_loss(input, output, loss, loss_scale, target, values, gradients, data_pdf, mode);
+    Network::forward_backward_with_loss(input, output, loss, loss_scale, target, values, gradients, data_pdf, mode,
+                                        dL_dinput);
   }
 
   // Second derivatives: an FP32 forward recomputed from these parameters, then the shared sweeps
@@ -302,29 +303,39 @@ class FullyFusedMlp final : public GpuMlp<T> {
   // forward_backward_with_loss's kernel path: false, having launched nothing, where the planner
   // has none.
   bool train_step_in_one_kernel(const TensorView& input, const Loss& loss, float loss_scale, const TensorView& target,
-                                const TensorView& values, GradientMode mode) const {
+                                const TensorView& values, GradientMode mode, const TensorView* dL_dinput) const {
     std::optional<fused::ForwardArgs::Loss> L = kernel_loss(input, loss, loss_scale, target, values);
     if (!L || !gradients_) {
       plans_.ran_without_plan(fused::FusedPass::TrainStep);
       return false;
     }
-    check_io(input, nullptr);
+    this->check_io(input, nullptr);
+    if (dL_dinput) {  // as backward() checks it (the default path would, in its backward)
+      check_matrix(*dL_dinput, "dL_dinput", input.rows(), this->input_width(), this->input_dtype(), this->device());
+      check_rows_dense(*dL_dinput, "dL_dinput");
+    }
     fused::CallLayout layout = loss_layout(*L);
     layout.input_ready = rows_aligned16(input);  // read in place, not staged
     layout.ld_in = input.strides[0];
+    layout.dL_dinput = dL_dinput != nullptr;
     const fused::FusedPlan& plan = plan_of(fused::FusedPass::TrainStep, input.rows(), layout);
     if (plan.kernel == fused::FusedKernel::None) return false;
+    const gpuStream_t s = stream_of(input);
+    Staged din;
+    if (dL_dinput) din = stage(*dL_dinput, false, s);
     fused::ForwardArgs a;
     a.batch = input.rows();
     a.weights = params_;
     a.input = input.data;
     a.ld_in = input.strides[0];
     a.loss = *L;
-    const gpuStream_t s = stream_of(input);
+    a.dL_dinput = dL_dinput ? din.data : nullptr;
+    a.ld_din = din.ld;
     Buffer partial = Buffer::on_stream(Device::CUDA, std::max<size_t>(1, fused::plan_partial_floats(plan)) * sizeof(float),
                                        input.stream);
     float* p = static_cast<float*>(partial.data());
     fused::launch_plan(plan, a, p, s);
+    if (dL_dinput) unstage(din, *dL_dinput, s);
     reduce_weight_partials(plan.blocks, p, mode, s);
     return true;
   }

@@ -66,6 +66,10 @@ struct ForwardArgs {
     float* values = nullptr;        // per row (batch), stride values_rs
     int64_t values_rs = 1;
   } loss;
+  // The one-kernel training pass (PipelinedTrainStep) also writes dL/dinput (batch x in_width)
+  // here when set: an encoding before the network takes its gradients from it.
+  void* dL_dinput = nullptr;
+  int64_t ld_din = 0;
 };
 
 struct BackwardArgs {

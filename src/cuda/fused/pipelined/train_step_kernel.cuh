@@ -1,7 +1,7 @@
 // FullyFusedMLP's whole training pass in one kernel (CUDA, sm_90+): the pipelined training forward
 // with the L2 or RelativeL2 loss folded in (pipelined/forward_kernel.cuh, loss_epilogue.cuh) and the backward that forms
 // the weight gradients inside (pipelined/backward_weight_grads_kernel.cuh), one round of tiles after the
-// other, on chip. For 64 wide, ReLU hidden layers, identity output, input 32 or 64 wide, output
+// other, on chip; dL/dinput too where asked (an encoding before the network). For 64 wide, ReLU hidden layers, identity output, input 32 or 64 wide, output
 // at most 64 wide, 1 or 2 hidden layers (the shapes the two kernels it joins take; 3 hidden layers
 // would need a sixth buffer per warp, which shared memory does not hold).
 //
@@ -180,6 +180,15 @@ __device__ __forceinline__ void train_step_body(KernelShape s, ForwardArgs args,
     __syncthreads();  // every warp's dZ_0 is in place
     train_dw_step<T>(dw[0], s, 0, all_buffers, warp_stride, buffer_bytes, stage_stride, 2, xb, sources, warp, lane);
     __syncthreads();  // the round's buffers are free for the next
+    if (has_tile && args.dL_dinput) {
+      // dL/dinput = dZ_0 W_0 (pipelined/backward_kernel.cuh's input_gradient, the same bits as the
+      // backward's): dZ_0 is still in this warp's registers; out through its own y_0 buffer, which
+      // the next round's forward writes only after this warp's reads (the __syncwarp below).
+      input_gradient<T, kDwWidth>(dz, weights_of(0), IN, buffer(2), stage_stride, lane);
+      __syncwarp();
+      store_tile<Tl::kRows, true>(buffer(2), stage_stride, args.dL_dinput, args.ld_din, IN, row0, batch, lane);
+      __syncwarp();
+    }
     xb ^= 1;
   }
   px::cp_async_wait<0>();
