@@ -13,7 +13,7 @@ struct FusedKernelOptions {
   bool hopper = true;              // warpgroup (wgmma) inference on sm_90
   bool tma = true;                 //   with whole tiles moved by tensor copies where the rows allow
   bool pipelined = true;           // the pipelined kernels (false: the general kernels only)
-  bool folded_loss = true;         // the L2 and RelativeL2 losses evaluated inside the training forward
+  bool folded_loss = true;         // L2, RelativeL2 and L1 evaluated inside the training forward
   bool fused_weight_grads = true;  // the backward forming the weight gradients itself
   bool one_kernel_step = true;     // the whole training pass in one kernel
 };

@@ -88,7 +88,7 @@ class DifferentiableObject {
   // The Trainer's whole pass: forward_with_loss, then backward() of `gradients` into the parameter
   // gradients (param_gradients_mode) and, where `dL_dinput` is given, the input gradients, which
   // by default is exactly what it does. An object that can run both in one kernel does so instead
-  // (FullyFusedMLP on sm_90 for the shapes of pipelined/train_step.cu: L2 or RelativeL2, 64 wide,
+  // (FullyFusedMLP on sm_90 for the shapes of pipelined/train_step.cu: L2, RelativeL2 or L1, 64 wide,
   // ReLU, ...): `values`, the parameter gradients and `dL_dinput` are then written as the two calls
   // write them, but `output` and `gradients` (the loss gradients) may be left unwritten, being
   // scratch to it. (NetworkWithInputEncoding asks its network for dL_dinput to train its encoding.)

@@ -3,7 +3,7 @@
 // Loss::evaluate (the GPU loss's dense per-row kernel). The two must write the same bits: per-row
 // loss values and loss gradients (values and gradients are poisoned with NaN first, so an element
 // the kernel skipped cannot pass), and the backward from either context the same parameter
-// gradients. On sm_90+ the kernel path must have run for L2 and RelativeL2 (the losses it folds;
+// gradients. On sm_90+ the kernel path must have run for L2, RelativeL2 and L1 (the losses it folds;
 // launch counter); elsewhere (the other losses, a data pdf, fused_loss() off) the default path runs and
 // gives the same bits. Targets both 16-byte aligned (vector loads) and not (a strided view, the Trainer test's
 // 7 columns: scalar loads). Then whole Trainer steps with and without the folded loss: the same loss
@@ -149,8 +149,8 @@ TEST_F(FusedLoss, SameBitsAsForwardThenLoss) {
         const StepResult want = run(*nets.plain, *loss, in.view, tgt.view, nullptr, gview);
         EXPECT_FALSE(want.folded) << "the default path launched the folded kernel";
         const StepResult got = run(*nets.folds, *loss, in.view, tgt.view, nullptr, gview);
-        // L2 and RelativeL2 are folded, up to 64 wide (loss_epilogue.cuh, pipelined/training_forward.cu).
-        const bool kernel_can = expect_kernel && (name == "L2" || name == "RelativeL2") && c.width <= 64;
+        // L2, RelativeL2 and L1 are folded, up to 64 wide (loss_epilogue.cuh, pipelined/training_forward.cu).
+        const bool kernel_can = expect_kernel && (name == "L2" || name == "RelativeL2" || name == "L1") && c.width <= 64;
         EXPECT_EQ(got.folded, kernel_can) << "which forward ran";
         EXPECT_TRUE(same_bits(got.values, want.values, "per-row loss values"));
         EXPECT_TRUE(same_bits(got.loss_grads, want.loss_grads, "loss gradients"));
@@ -160,7 +160,7 @@ TEST_F(FusedLoss, SameBitsAsForwardThenLoss) {
     }
 }
 
-// The fold's rule, asked of the network (the planner, plan.cpp): L2 and RelativeL2, up to 64 wide, sm_90+,
+// The fold's rule, asked of the network (the planner, plan.cpp): L2, RelativeL2 and L1, up to 64 wide, sm_90+,
 // folded_loss on; otherwise forward_with_loss takes the default path and still gives a context.
 TEST_F(FusedLoss, TheFoldRule) {
   const int64_t batch = 64;
@@ -182,7 +182,8 @@ TEST_F(FusedLoss, TheFoldRule) {
   };
   EXPECT_EQ(folds(64, "L2", true), sm90_or_newer()) << "L2, 64 wide";
   EXPECT_EQ(folds(64, "RelativeL2", true), sm90_or_newer()) << "RelativeL2, 64 wide";
-  for (const char* other : {"L1", "RelativeL2Luminance", "MAPE"}) EXPECT_FALSE(folds(64, other, true)) << other;
+  EXPECT_EQ(folds(64, "L1", true), sm90_or_newer()) << "L1, 64 wide";
+  for (const char* other : {"RelativeL1", "RelativeL2Luminance", "MAPE"}) EXPECT_FALSE(folds(64, other, true)) << other;
   EXPECT_FALSE(folds(128, "L2", true)) << "128 wide keeps the loss kernel";
   EXPECT_FALSE(folds(64, "L2", false)) << "switched off";
 }

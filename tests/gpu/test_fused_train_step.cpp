@@ -1,5 +1,5 @@
 // FullyFusedMLP's forward_backward_with_loss in one kernel (src/cuda/fused/pipelined/train_step_kernel.cuh)
-// against the same pass as two calls: forward_with_loss (the L2 or RelativeL2 loss folded into the pipelined
+// against the same pass as two calls: forward_with_loss (the L2, RelativeL2 or L1 loss folded into the pipelined
 // forward) and backward() (the backward that forms the weight gradients inside). The one kernel
 // computes every value as those two do and sums the weight gradients in the same order on the
 // same grid (one block per SM for both), so per-row loss values and parameter gradients must be
@@ -8,7 +8,7 @@
 // test_fused_loss.cpp); the Trainer against the CPU trainer in test_qualification.cpp, whose
 // 64-wide FullyFusedMLP now trains through this kernel.
 // Outputs are poisoned with NaN first, so an element the kernel skipped cannot pass. On sm_90+ the
-// kernel must have run exactly where it applies (the network says which ran): L2 or RelativeL2, 64 wide, ReLU, identity
+// kernel must have run exactly where it applies (the network says which ran): L2, RelativeL2 or L1, 64 wide, ReLU, identity
 // output, 1 or 2 hidden layers, input 32 or 64; elsewhere the default path runs, with the same bits.
 // Shapes: padded outputs 16 to 64 (48: six 8-column groups, which the lanes' walk does not divide
 // evenly), targets narrower than the padded output, batches from 1 row to many rounds of tiles,
@@ -51,7 +51,7 @@ using StepCase = tinyfuse::testing::FusedPassCase;
 
 // Whether the one kernel takes this case (plan_pipelined_train_step).
 bool kernel_applies(const StepCase& c, const std::string& loss) {
-  return sm90_or_newer() && (loss == "L2" || loss == "RelativeL2") && c.width == 64 && c.act == "ReLU" &&
+  return sm90_or_newer() && (loss == "L2" || loss == "RelativeL2" || loss == "L1") && c.width == 64 && c.act == "ReLU" &&
          c.out_act == "None" &&
          (c.in == 32 || c.in == 64) && c.hidden <= 2;
 }
@@ -149,7 +149,7 @@ TEST_F(FusedTrainStep, SameBitsAsTwoCalls) {
   uint64_t seed = 4400;
   for (const StepCase& c : cases)
     for (int64_t batch : batches())
-      for (const char* name : {"L2", "RelativeL2"}) {  // the losses the kernel folds
+      for (const char* name : {"L2", "RelativeL2", "L1"}) {  // the losses the kernel folds
         SCOPED_TRACE(describe(c, name, batch));
         Fixture f(c, batch, seed++);
         auto loss = create_loss({{"otype", name}}, BuildOptions{Device::CUDA});
@@ -172,7 +172,7 @@ TEST_F(FusedTrainStep, InputGradientsSameBitsAsTwoCalls) {
   for (const StepCase& c : cases)
     for (int64_t batch : batches())
       for (bool strided : {false, true}) {
-        const char* name = strided ? "L2" : "RelativeL2";
+        const char* name = strided ? "L1" : "RelativeL2";
         SCOPED_TRACE(describe(c, name, batch) + (strided ? ", strided dL/dinput" : ", dense dL/dinput"));
         Fixture f(c, batch, seed++);
         auto loss = create_loss({{"otype", name}}, BuildOptions{Device::CUDA});
@@ -215,7 +215,7 @@ TEST_F(FusedTrainStep, OtherCasesTakeTheDefaultPath) {
     bool pdf, strided;
   };
   const Variant variants[] = {
-      {{DType::F16, 64, 64, 2, 64}, "L1", false, false},         {{DType::F16, 64, 64, 2, 64}, "RelativeL1", false, false},
+      {{DType::F16, 64, 64, 2, 64}, "MAPE", false, false},         {{DType::F16, 64, 64, 2, 64}, "RelativeL1", false, false},
       {{DType::F16, 64, 64, 2, 64}, "L2", true, false},          {{DType::F16, 64, 64, 3, 64}, "L2", false, false},
       {{DType::F16, 64, 128, 2, 64}, "L2", false, false},        {{DType::F16, 64, 32, 2, 16}, "L2", false, false},
       {{DType::F16, 64, 64, 2, 64, "Tanh", "None"}, "L2", false, false},

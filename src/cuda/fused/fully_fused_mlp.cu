@@ -9,7 +9,7 @@
 //   backward()   one kernel for dL/dinput and, for parameter gradients, every layer's dZ, then the
 //                deterministic split-K weight-gradient kernels dW = dZ^T X (weight_grad/); or, where
 //                the planner has one, a kernel that forms the weight gradients itself.
-//   forward_with_loss / forward_backward_with_loss (the Trainer's): the L2 or RelativeL2 loss folded
+//   forward_with_loss / forward_backward_with_loss (the Trainer's): the L2, RelativeL2 or L1 loss folded
 //                into the training forward, and the whole pass as one kernel, where the planner
 //                has a kernel for them; the default calls otherwise.
 //

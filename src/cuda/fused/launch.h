@@ -54,7 +54,7 @@ struct ForwardArgs {
   // with loss.gradients set, the kernel evaluates the loss on each output row while it is on chip,
   // as the GPU Loss does with per-row values, and the output need not be written at all.
   struct Loss {
-    int kind = 0;          // a LossKind: L2 and RelativeL2 are folded (loss_epilogue.cuh), others not
+    int kind = 0;          // a LossKind: L2, RelativeL2 and L1 are folded (loss_epilogue.cuh)
     float scale = 1.0f;    // the loss scale
     float n = 1.0f;        // the element count the loss divides by (batch x dims)
     int dims = 0;          // target columns (<= out_width); the rest get gradient 0

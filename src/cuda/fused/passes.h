@@ -20,7 +20,7 @@ enum class FusedKernel : uint8_t {
   None,                  // no kernel takes the pass as one: the network runs it as several
   General,               // general/: fused_forward_kernel or fused_backward_kernel
   Pipelined,             // pipelined/: the forward (inference or training) or the backward
-  PipelinedFoldedLoss,   // pipelined/: the training forward with the L2 or RelativeL2 loss folded in
+  PipelinedFoldedLoss,   // pipelined/: the training forward with the L2, RelativeL2 or L1 loss folded in
   PipelinedWeightGrads,  // pipelined/: the backward forming the weight gradients
   PipelinedTrainStep,    // pipelined/: the whole training pass
   Wgmma,                 // hopper/: warpgroup inference, rows copied by the warps

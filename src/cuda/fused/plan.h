@@ -9,7 +9,7 @@
 //                the reference the others are checked against, bit for bit.
 //   pipelined/   persistent kernels that pipeline rows through shared memory with cp.async
 //                (sm_80+): inference and backward; on sm_90+ also the training forward (with the
-//                L2 or RelativeL2 loss folded in), the backward that forms the weight gradients
+//                L2, RelativeL2 or L1 loss folded in), the backward that forms the weight gradients
 //                itself, and the whole training pass in one kernel.
 //   hopper/      inference on warpgroup products (wgmma, sm_90a), whole tiles moved by the copy
 //                engine (TMA) for the square 64-wide ReLU network.

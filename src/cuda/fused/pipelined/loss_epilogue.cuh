@@ -1,4 +1,4 @@
-// The loss (L2 or RelativeL2) folded into the pipelined training forward (pipelined/forward_kernel.cuh): once a warp's output
+// The loss (L2, RelativeL2 or L1) folded into the pipelined training forward (pipelined/forward_kernel.cuh): once a warp's output
 // tile sits in its stage buffer, each lane takes 8-column groups of its rows (the ChunkWalk order
 // the stores use, so the target loads are coalesced), evaluates the loss terms, writes the scaled
 // gradients and leaves each group's sum of values in the stage, from where one lane per row adds
@@ -23,14 +23,15 @@ namespace {
 
 namespace px = tinyfuse::cuda::ptx;
 
-// The losses folded in: L2 (most fields) and RelativeL2 (tiny-cuda-nn's image and radiance-cache
-// configs); the others run the loss kernel. Each is its own instantiation of the epilogue, chosen
+// The losses folded in: L2 (most fields), RelativeL2 (tiny-cuda-nn's image and radiance-cache
+// configs) and L1 (signed distance fields); the others run the loss kernel. Each is its own instantiation of the epilogue, chosen
 // once per tile (loss_epilogue_of_kind): with the kind a run-time switch per element (every
 // built-in loss), the forward measured 375 us at 2^20 rows (against 150 + 166 for forward and loss
 // kernel): the switch, inlined per element of the unrolled groups, grew the kernel to 19.5 k
 // instructions.
 __host__ __device__ constexpr bool is_folded_loss(int kind) {
-  return kind == static_cast<int>(LossKind::L2) || kind == static_cast<int>(LossKind::RelativeL2);
+  return kind == static_cast<int>(LossKind::L2) || kind == static_cast<int>(LossKind::RelativeL2) ||
+         kind == static_cast<int>(LossKind::L1);
 }
 
 // Eight stage elements (16 bytes) as floats.
@@ -183,6 +184,8 @@ __device__ __forceinline__ void loss_epilogue_of_kind(uint32_t stage, int stage_
   if (L.kind == static_cast<int>(LossKind::RelativeL2))
     loss_epilogue<LossKind::RelativeL2, T, ROWS, Walk, IN_PLACE>(stage, stage_stride, out_width, L, row0, batch, lane,
                                                                   sums);
+  else if (L.kind == static_cast<int>(LossKind::L1))
+    loss_epilogue<LossKind::L1, T, ROWS, Walk, IN_PLACE>(stage, stage_stride, out_width, L, row0, batch, lane, sums);
   else
     loss_epilogue<LossKind::L2, T, ROWS, Walk, IN_PLACE>(stage, stage_stride, out_width, L, row0, batch, lane, sums);
 }
