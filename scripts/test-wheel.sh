@@ -24,7 +24,9 @@ if [ -n "$torch_site" ]; then
 else
   "$dir/venv/bin/python" -m pip install -q "torch>=2.1"
 fi
-"$dir/venv/bin/python" -m pip install -q --no-deps --disable-pip-version-check "$wheel"
+# --ignore-installed: the borrowed environment may hold a tinyfuse of the same version (test-python's
+# venv, where torch came from PyPI), which pip would otherwise take as already installed.
+"$dir/venv/bin/python" -m pip install -q --no-deps --ignore-installed --disable-pip-version-check "$wheel"
 # The extension may need no CUDA library to load (cudart is static, cuBLASLt opened on demand).
 so=$(find "$dir/venv" -name '_native*.so' | head -n 1)
 if readelf -d "$so" | grep -E 'NEEDED.*(libcudart|libcublas|libcuda\.)'; then
