@@ -117,6 +117,12 @@ class MlpWithParams : public MlpBase {
     }
   }
 
+  // A dL/dinput view of a `batch`-row call: (batch, input_width()) of input_dtype(), rows dense.
+  void check_input_gradient(const TensorView& dL_dinput, int64_t batch) const {
+    check_matrix(dL_dinput, "dL_dinput", batch, input_width(), input_dtype(), device());
+    check_rows_dense(dL_dinput, "dL_dinput");
+  }
+
   // The checks backward() starts with once its context is of the right type, in order;
   // `same_batch(batch)` says whether the context came from a forward() of `batch` rows.
   template <typename SameBatch>
@@ -154,7 +160,7 @@ class MlpWithParams : public MlpBase {
     if (dL_ddLdinput) check(*dL_ddLdinput, "dL_ddLdinput", input_width(), input_dtype());
     check(dL_doutput, "dL_doutput", padded_output_width(), output_dtype());
     if (dL_ddLdoutput) check(*dL_ddLdoutput, "dL_ddLdoutput", padded_output_width(), output_dtype());
-    if (dL_dinput) check(*dL_dinput, "dL_dinput", input_width(), input_dtype());
+    if (dL_dinput) check_input_gradient(*dL_dinput, batch);
     if (!same_batch(batch))
       throw ShapeError(name() + "::" + call + ": input batch differs from the forward() that made the context");
     if (mode != GradientMode::Ignore && !gradients_)

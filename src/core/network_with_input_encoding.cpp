@@ -116,8 +116,8 @@ class NetworkWithInputEncoding final : public DifferentiableObject {
       network_->forward_backward_with_loss(enc, output, loss, loss_scale, target, values, gradients, data_pdf, mode);
       return;
     }
-    Buffer d_enc_buffer = Buffer::on_stream(device(), enc.numel() * dtype_size(enc.dtype), input.stream);
-    const TensorView d_enc = d_enc_buffer.matrix(enc.dtype, enc.rows(), enc.cols(), input.stream);
+    Buffer d_enc_buffer;
+    const TensorView d_enc = features_gradient_view(d_enc_buffer, enc);
     network_->forward_backward_with_loss(enc, output, loss, loss_scale, target, values, gradients, data_pdf, mode,
                                          &d_enc);
     encoding_->backward(*encoding_ctx, input, enc, d_enc, dL_dinput, false, mode);
@@ -133,10 +133,7 @@ class NetworkWithInputEncoding final : public DifferentiableObject {
     const bool encoding_needs_grad = encoding_->n_params() > 0 || dL_dinput != nullptr;
     Buffer d_enc_buffer;
     TensorView d_enc;
-    if (encoding_needs_grad) {
-      d_enc_buffer = Buffer::on_stream(device(), enc.numel() * dtype_size(enc.dtype), input.stream);
-      d_enc = d_enc_buffer.matrix(enc.dtype, enc.rows(), enc.cols(), input.stream);
-    }
+    if (encoding_needs_grad) d_enc = features_gradient_view(d_enc_buffer, enc);
     network_->backward(*ctx->network_ctx, enc, output, dL_doutput, encoding_needs_grad ? &d_enc : nullptr,
                        use_inference_params, mode);
     if (encoding_needs_grad)
@@ -241,6 +238,12 @@ class NetworkWithInputEncoding final : public DifferentiableObject {
       throw ShapeError("NetworkWithInputEncoding::set_params: expected " + std::to_string(n_params()) +
                        " parameters, got " + t.describe());
   }
+  // dL/d(features): laid out as the features `enc`, in `buffer` from the stream's pool.
+  TensorView features_gradient_view(Buffer& buffer, const TensorView& enc) const {
+    buffer = Buffer::on_stream(device(), enc.numel() * dtype_size(enc.dtype), enc.stream);
+    return buffer.matrix(enc.dtype, enc.rows(), enc.cols(), enc.stream);
+  }
+
   TensorView encoded_view(Buffer& buffer, const TensorView& input) const {
     // The input is checked before its row count sizes the encoding's output buffer.
     check_matrix(input, "input", -1, input_width(), input_dtype(), device());

@@ -95,7 +95,8 @@ inline TrainerRun ten_trainer_steps(bool with_encoding, const BuildOptions& opti
   const json identity = {{"otype", "Identity"}};
   return ten_trainer_steps(with_encoding ? &identity : nullptr, 32, options);
 }
-// The deterministic HashGrid of the tests above: 2-D, 16 levels x 2 features (32 wide, as W1's).
+// A deterministic HashGrid for ten_trainer_steps: 2-D, 16 levels x 2 features (32 wide, as W1's),
+// its fixed-point gradient sums the same bits in any order.
 inline json deterministic_grid() {
   return {{"otype", "HashGrid"}, {"n_levels", 16}, {"n_features_per_level", 2}, {"log2_hashmap_size", 12},
           {"base_resolution", 4},  {"per_level_scale", 1.5}, {"deterministic", true}};

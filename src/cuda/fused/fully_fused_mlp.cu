@@ -310,10 +310,7 @@ class FullyFusedMlp final : public GpuMlp<T> {
       return false;
     }
     this->check_io(input, nullptr);
-    if (dL_dinput) {  // as backward() checks it (the default path would, in its backward)
-      check_matrix(*dL_dinput, "dL_dinput", input.rows(), this->input_width(), this->input_dtype(), this->device());
-      check_rows_dense(*dL_dinput, "dL_dinput");
-    }
+    if (dL_dinput) this->check_input_gradient(*dL_dinput, input.rows());  // as backward() checks it
     fused::CallLayout layout = loss_layout(*L);
     layout.input_ready = rows_aligned16(input);  // read in place, not staged
     layout.ld_in = input.strides[0];

@@ -1,5 +1,5 @@
-// The loss (L2, RelativeL2 or L1) folded into the pipelined training forward (pipelined/forward_kernel.cuh): once a warp's output
-// tile sits in its stage buffer, each lane takes 8-column groups of its rows (the ChunkWalk order
+// The loss (L2, RelativeL2 or L1) folded into the pipelined training forward
+// (pipelined/forward_kernel.cuh): once a warp's output tile sits in its stage buffer, each lane takes 8-column groups of its rows (the ChunkWalk order
 // the stores use, so the target loads are coalesced), evaluates the loss terms, writes the scaled
 // gradients and leaves each group's sum of values in the stage, from where one lane per row adds
 // them in group order and divides once. This is the GPU Loss's per-row mode (losses.cu,
@@ -24,11 +24,11 @@ namespace {
 namespace px = tinyfuse::cuda::ptx;
 
 // The losses folded in: L2 (most fields), RelativeL2 (tiny-cuda-nn's image and radiance-cache
-// configs) and L1 (signed distance fields); the others run the loss kernel. Each is its own instantiation of the epilogue, chosen
-// once per tile (loss_epilogue_of_kind): with the kind a run-time switch per element (every
-// built-in loss), the forward measured 375 us at 2^20 rows (against 150 + 166 for forward and loss
-// kernel): the switch, inlined per element of the unrolled groups, grew the kernel to 19.5 k
-// instructions.
+// configs) and L1 (signed distance fields); the others run the loss kernel. Each is its own
+// instantiation of the epilogue, chosen once per tile (loss_epilogue_of_kind): with the kind a
+// run-time switch per element (every built-in loss), the forward measured 375 us at 2^20 rows
+// (against 150 + 166 for forward and loss kernel): the switch, inlined per element of the
+// unrolled groups, grew the kernel to 19.5 k instructions.
 __host__ __device__ constexpr bool is_folded_loss(int kind) {
   return kind == static_cast<int>(LossKind::L2) || kind == static_cast<int>(LossKind::RelativeL2) ||
          kind == static_cast<int>(LossKind::L1);

@@ -1,8 +1,9 @@
 // FullyFusedMLP's whole training pass in one kernel (CUDA, sm_90+): the pipelined training forward
-// with the L2, RelativeL2 or L1 loss folded in (pipelined/forward_kernel.cuh, loss_epilogue.cuh) and the backward that forms
-// the weight gradients inside (pipelined/backward_weight_grads_kernel.cuh), one round of tiles after the
-// other, on chip; dL/dinput too where asked (an encoding before the network). For 64 wide, ReLU hidden layers, identity output, input 32 or 64 wide, output
-// at most 64 wide, 1 or 2 hidden layers (the shapes the two kernels it joins take; 3 hidden layers
+// with the L2, RelativeL2 or L1 loss folded in (pipelined/forward_kernel.cuh, loss_epilogue.cuh)
+// and the backward that forms the weight gradients inside (pipelined/backward_weight_grads_kernel.cuh),
+// one round of tiles after the other, on chip; dL/dinput too where asked (an encoding before the
+// network). For 64 wide, ReLU hidden layers, identity output, input 32 or 64 wide, output at
+// most 64 wide, 1 or 2 hidden layers (the shapes the two kernels it joins take; 3 hidden layers
 // would need a sixth buffer per warp, which shared memory does not hold).
 //
 // Why: run as three kernels, the pass writes every hidden layer's y and dL/doutput and reads them
