@@ -4,7 +4,7 @@ optimizer step), synced and queued; CUDA-event time per step; torch.profiler tab
 self CUDA time. The workloads of benchmarks/workloads/ (W1 by default), stepped by torch.optim.Adam
 (--fused-adam: its fused kernel) as tcnn_workloads.py steps them.
 
-    python benchmarks/python/tcnn_step_profile.py --device cuda [--workload W1] [--log2 18]
+    python benchmarks/python/tcnn_step_profile.py --device cuda [--workload W1] [--log2 18] [--out F.json]
 """
 import argparse
 import json
@@ -30,6 +30,7 @@ p.add_argument("--log2", type=int, default=18)
 p.add_argument("--module", default="tinyfuse.tcnn")
 p.add_argument("--out", help="write the figures as JSON to this file")
 p.add_argument("--fused-adam", action="store_true")
+p.add_argument("--steps", type=int, default=50, help="steps per measured loop (the profiler takes 20)")
 a = p.parse_args()
 dev = torch.device(a.device)
 cuda = dev.type == "cuda"
@@ -83,7 +84,7 @@ for i in range(10):
 sync()
 # Host time per phase, no sync inside (the GPU runs behind).
 parts = []
-for i in range(50):
+for i in range(a.steps):
     step(i, parts)
     sync()
 med = [statistics.median(p[k] for p in parts) * 1e6 for k in range(4)]
@@ -94,16 +95,16 @@ result = {"workload": a.workload, "batch": n, "device": str(dev), "fused_adam": 
 parts = []
 sync()
 t0 = time.perf_counter()
-for i in range(50):
+for i in range(a.steps):
     step(i, parts)
 t_enq = time.perf_counter() - t0
 sync()
 t_all = time.perf_counter() - t0
 med = [statistics.median(p[k] for p in parts) * 1e6 for k in range(4)]
 print("host us per phase (queued): forward %.0f loss %.0f backward %.0f adam %.0f" % tuple(med))
-print("queued: enqueue %.0f us/step, wall %.0f us/step" % (t_enq / 50 * 1e6, t_all / 50 * 1e6))
+print("queued: enqueue %.0f us/step, wall %.0f us/step" % (t_enq / a.steps * 1e6, t_all / a.steps * 1e6))
 result["host_us_queued"] = dict(zip(("model", "loss", "backward", "optimizer"), med))
-result["queued_us_per_step"] = {"enqueue": t_enq / 50 * 1e6, "wall": t_all / 50 * 1e6}
+result["queued_us_per_step"] = {"enqueue": t_enq / a.steps * 1e6, "wall": t_all / a.steps * 1e6}
 if cuda:
     times = []
     for i in range(30):
