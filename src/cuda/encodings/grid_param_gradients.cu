@@ -96,11 +96,13 @@ __device__ __forceinline__ void add(const Sink& s, uint32_t entry, const float* 
 
 // Record b's first-order contributions to level L: corner weight * dL/doutput to each corner, or
 // all of it to one corner (Nearest; stochastic interpolation, the corner chosen as the CPU chooses
-// it). Each goes to add(entry, contribution[F]).
-template <uint32_t D, uint32_t F, typename Add>
+// it). A single contribution goes to add(entry, contribution[F]); the corners go in pairs, k and
+// k + 1 (the two ends of the cell along axis 0, which add_fast_pair can add together), to
+// add_pair(entry0, contribution0, entry1, contribution1).
+template <uint32_t D, uint32_t F, typename Add, typename AddPair>
 __device__ __forceinline__ void first_order_contributions(const Launch& g, const LevelInfo& L, uint32_t l,
                                                           const Cell<D>& c, const float* gv, int64_t b, int64_t batch,
-                                                          Add&& add) {
+                                                          Add&& add, AddPair&& add_pair) {
   uint32_t v[D];
   if (g.interpolation == GridInterpolation::Nearest) {
     add(entry_of<D>(g, L, c.vertex), gv);
@@ -113,14 +115,16 @@ __device__ __forceinline__ void first_order_contributions(const Launch& g, const
     add(entry_of<D>(g, L, v), gv);
     return;
   }
-  float contrib[F];
+  float c0[F], c1[F];
 #pragma unroll
-  for (uint32_t k = 0; k < (1u << D); ++k) {
-    const float w = grid_corner_weight<float, D>(c.w, k);
+  for (uint32_t k = 0; k < (1u << D); k += 2) {
+    const float w0 = grid_corner_weight<float, D>(c.w, k), w1 = grid_corner_weight<float, D>(c.w, k + 1);
 #pragma unroll
-    for (uint32_t f = 0; f < F; ++f) contrib[f] = w * gv[f];
+    for (uint32_t f = 0; f < F; ++f) c0[f] = w0 * gv[f], c1[f] = w1 * gv[f];
     corner_vertex<D>(c, k, v);
-    add(entry_of<D>(g, L, v), contrib);
+    const uint32_t e0 = entry_of<D>(g, L, v);
+    corner_vertex<D>(c, k + 1, v);
+    add_pair(e0, c0, entry_of<D>(g, L, v), c1);
   }
 }
 
@@ -156,23 +160,16 @@ __global__ void contribution_kernel(Launch g, uint32_t first_level, int64_t batc
       corner_vertex<D>(c, k, v);
       add<F, Deterministic>(sink, entry_of<D>(g, L, v), contrib, to_fixed);
     }
-  } else if (!Deterministic && F <= 2 && g.interpolation != GridInterpolation::Nearest && !g.stochastic) {
-    float c0[F], c1[F];
-    uint32_t v[D];
-#pragma unroll
-    for (uint32_t k = 0; k < (1u << D); k += 2) {
-      const float w0 = grid_corner_weight<float, D>(c.w, k), w1 = grid_corner_weight<float, D>(c.w, k + 1);
-#pragma unroll
-      for (uint32_t f = 0; f < F; ++f) c0[f] = w0 * gv[f], c1[f] = w1 * gv[f];
-      corner_vertex<D>(c, k, v);
-      const uint32_t e0 = entry_of<D>(g, L, v);
-      corner_vertex<D>(c, k + 1, v);
-      add_fast_pair<F>(sink, e0, c0, entry_of<D>(g, L, v), c1);
-    }
   } else {
-    first_order_contributions<D, F>(g, L, l, c, gv, b, batch,
-                                    [&](uint32_t entry, const float* contrib) {
-                                      add<F, Deterministic>(sink, entry, contrib, to_fixed);
+    auto add_one = [&](uint32_t entry, const float* contrib) { add<F, Deterministic>(sink, entry, contrib, to_fixed); };
+    first_order_contributions<D, F>(g, L, l, c, gv, b, batch, add_one,
+                                    [&](uint32_t e0, const float* c0, uint32_t e1, const float* c1) {
+                                      if constexpr (Deterministic) {
+                                        add_one(e0, c0);
+                                        add_one(e1, c1);
+                                      } else {
+                                        add_fast_pair<F>(sink, e0, c0, e1, c1);
+                                      }
                                     });
   }
 }
@@ -195,11 +192,16 @@ __global__ void shared_level_kernel(Launch g, int64_t batch, const float* __rest
     float gv[F];
 #pragma unroll
     for (uint32_t f = 0; f < F; ++f) gv[f] = dy.load(b, l * F + f);
-    first_order_contributions<D, F>(g, L, l, c, gv, b, batch, [&](uint32_t entry, const float* contrib) {
+    auto add_one = [&](uint32_t entry, const float* contrib) {
       float* dst = level_sums + (entry - L.offset) * F;
 #pragma unroll
       for (uint32_t f = 0; f < F; ++f) atomicAdd(dst + f, contrib[f]);
-    });
+    };
+    first_order_contributions<D, F>(g, L, l, c, gv, b, batch, add_one,
+                                    [&](uint32_t e0, const float* c0, uint32_t e1, const float* c1) {
+                                      add_one(e0, c0);
+                                      add_one(e1, c1);
+                                    });
   }
   __syncthreads();
   float* level = sums + size_t(L.offset) * F;
