@@ -267,6 +267,14 @@ def eikonal_loss_fd(model, x, y, weight, h=FD_STEP):
     return l1 + weight * eik
 
 
+def adam_optimizer(params, opt_cfg, **options):
+    """torch.optim.Adam with the config's learning rate, betas and epsilon (`options`: Adam's own,
+    e.g. fused=True)."""
+    return torch.optim.Adam(params, lr=opt_cfg["learning_rate"],
+                            betas=(opt_cfg.get("beta1", 0.9), opt_cfg.get("beta2", 0.999)),
+                            eps=opt_cfg.get("epsilon", 1e-8), **options)
+
+
 def loss_function(otype):
     """tinyfuse's losses (docs/CONFIG.md): means over batch x outputs; RelativeL2's normaliser held
     constant in the gradient."""
@@ -392,9 +400,7 @@ def run_workload(spec, build, variant, device, batches, modes, warmup, repeats, 
                     continue
                 if mode == "training":
                     model = build(spec, device)
-                    opt = torch.optim.Adam(model.parameters(), lr=opt_cfg["learning_rate"],
-                                           betas=(opt_cfg.get("beta1", 0.9), opt_cfg.get("beta2", 0.999)),
-                                           eps=opt_cfg.get("epsilon", 1e-8))
+                    opt = adam_optimizer(model.parameters(), opt_cfg)
                     scaler = torch.amp.GradScaler("cuda", enabled=amp)
 
                     weight = eikonal_weight(spec)
