@@ -6,8 +6,32 @@ namespace tinyfuse::cuda::grid {
 
 namespace {
 
+// The features of entries e0 and e1. Where they form an aligned pair (e0 ^ e1 == 1: the ends of a
+// cell along axis 0 in a Dense or Tiled level, or hashed from an even x) and a pair is at most 16
+// bytes, one vector load brings both (`pairs`: params 16-byte aligned): a quarter fewer gathers in
+// a 2-D or 3-D grid.
+template <typename T, uint32_t F>
+__device__ __forceinline__ void load_feature_pair(const T* params, uint32_t e0, uint32_t e1, bool vec, bool pairs,
+                                                  float* f0, float* f1) {
+  if constexpr (2 * F * sizeof(T) <= 16) {
+    if (pairs && (e0 ^ e1) == 1u) {
+      const FeatureChunk<T, 2 * F> pair = *reinterpret_cast<const FeatureChunk<T, 2 * F>*>(params + size_t(e0 & ~1u) * F);
+      const bool in_order = e0 < e1;  // values chosen, not indices (which would put `pair` on the stack)
+#pragma unroll
+      for (uint32_t f = 0; f < F; ++f) {
+        const float lo = to_float(pair.v[f]), hi = to_float(pair.v[F + f]);
+        f0[f] = in_order ? lo : hi;
+        f1[f] = in_order ? hi : lo;
+      }
+      return;
+    }
+  }
+  load_features<T, F>(params + size_t(e0) * F, vec, f0);
+  load_features<T, F>(params + size_t(e1) * F, vec, f1);
+}
+
 template <typename T, uint32_t D, uint32_t F>
-__global__ void forward_kernel(Launch g, int64_t batch, const T* __restrict__ params, bool vec,
+__global__ void forward_kernel(Launch g, int64_t batch, const T* __restrict__ params, bool vec, bool pairs,
                                const float* __restrict__ x, int64_t ldx, Matrix out, uint32_t n_out, uint32_t padded) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= batch * g.n_levels) return;
@@ -23,13 +47,18 @@ __global__ void forward_kernel(Launch g, int64_t batch, const T* __restrict__ pa
     load_features<T, F>(params + size_t(entry_of<D>(g, L, c.vertex)) * F, vec, acc);
   } else {
     uint32_t v[D];
+    float feat1[F];
 #pragma unroll
-    for (uint32_t k = 0; k < (1u << D); ++k) {
+    for (uint32_t k = 0; k < (1u << D); k += 2) {
+      // Corners k and k + 1, the two ends of the cell along axis 0 (the backward's pairs).
       corner_vertex<D>(c, k, v);
-      load_features<T, F>(params + size_t(entry_of<D>(g, L, v)) * F, vec, feat);
-      const float w = grid_corner_weight<float, D>(c.w, k);
+      const uint32_t e0 = entry_of<D>(g, L, v);
+      corner_vertex<D>(c, k + 1, v);
+      const uint32_t e1 = entry_of<D>(g, L, v);
+      load_feature_pair<T, F>(params, e0, e1, vec, pairs, feat, feat1);
+      const float w0 = grid_corner_weight<float, D>(c.w, k), w1 = grid_corner_weight<float, D>(c.w, k + 1);
 #pragma unroll
-      for (uint32_t f = 0; f < F; ++f) acc[f] = fmaf(w, feat[f], acc[f]);
+      for (uint32_t f = 0; f < F; ++f) acc[f] = fmaf(w1, feat1[f], fmaf(w0, feat[f], acc[f]));
     }
   }
 #pragma unroll
@@ -44,7 +73,8 @@ void launch(const Job& job, const T* params, const float* x, int64_t ldx, Matrix
   dispatch_dims_features(job.dims, job.features, [&](auto d, auto f) {
     constexpr uint32_t D = decltype(d)::value, F = decltype(f)::value;
     forward_kernel<T, D, F><<<blocks_for_threads(threads), kThreadsPerBlock, 0, job.stream>>>(
-        job.g, job.batch, params, features_aligned<T, F>(params), x, ldx, out, n_out, padded);
+        job.g, job.batch, params, features_aligned<T, F>(params), reinterpret_cast<uintptr_t>(params) % 16 == 0, x, ldx,
+        out, n_out, padded);
   });
   TF_GPU_CHECK_LAUNCH("grid forward_kernel");
 }
