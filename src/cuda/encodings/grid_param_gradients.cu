@@ -174,20 +174,6 @@ __global__ void contribution_kernel(Launch g, uint32_t first_level, int64_t batc
   }
 }
 
-// dst[0] += a, dst[1] += b in shared memory as one 64-bit compare-and-swap loop (dst 8-byte
-// aligned). Shared float atomics are a compare-and-swap loop per float on sm_90 (SASS
-// ATOMS.CAST.SPIN), the bound of shared_level_kernel: an entry's two features in one halves them.
-__device__ __forceinline__ void shared_add_pair(float* dst, float a, float b) {
-  auto* p = reinterpret_cast<unsigned long long*>(dst);
-  unsigned long long old = *p, assumed;
-  do {
-    assumed = old;
-    const float lo = __uint_as_float(static_cast<uint32_t>(assumed)) + a;
-    const float hi = __uint_as_float(static_cast<uint32_t>(assumed >> 32)) + b;
-    old = atomicCAS(p, assumed, (static_cast<unsigned long long>(__float_as_uint(hi)) << 32) | __float_as_uint(lo));
-  } while (old != assumed);
-}
-
 // Levels [0, gridDim.y) in the fast first order: tables so small that thousands of records land on
 // each entry (W1's coarsest level: 17 x 17 entries for 2^18 records x 4 corners), where float
 // atomics on one address queue in its L2 slice. A block sums its records' contributions to one
@@ -208,12 +194,8 @@ __global__ void shared_level_kernel(Launch g, int64_t batch, const float* __rest
     for (uint32_t f = 0; f < F; ++f) gv[f] = dy.load(b, l * F + f);
     auto add_one = [&](uint32_t entry, const float* contrib) {
       float* dst = level_sums + (entry - L.offset) * F;
-      if constexpr (F == 2) {
-        shared_add_pair(dst, contrib[0], contrib[1]);
-      } else {
 #pragma unroll
-        for (uint32_t f = 0; f < F; ++f) atomicAdd(dst + f, contrib[f]);
-      }
+      for (uint32_t f = 0; f < F; ++f) atomicAdd(dst + f, contrib[f]);
     };
     first_order_contributions<D, F>(g, L, l, c, gv, b, batch, add_one,
                                     [&](uint32_t e0, const float* c0, uint32_t e1, const float* c1) {
