@@ -273,36 +273,74 @@ TEST_F(GridGpu, StochasticInterpolationChoosesTheCpuCorner) {
 }
 
 // W1's grid (tiny-cuda-nn's image sample: 2-D, 16 levels of up to 2^15 entries, base 16, scale
-// 1.5) at its batch of 2^18: every entry receives 32 to 3,600 contributions, summed by the fast
-// path's shared-memory levels and paired vector atomics. Its FP32 sums against the deterministic
-// fixed-point ones (the same corner weights: the positions are the GPU's on both sides), per level,
-// within FP32 summation error (sqrt(3,600) * 2^-24 ~ 4e-6).
+// 1.5) at its batch of 2^18, and the same in 3-D (W4's coarse levels): entries receive 32 to 3,600
+// contributions, summed by the fast path's shared-memory levels (fixed point per block on CUDA)
+// and paired vector atomics. The fast sums against the deterministic fixed-point ones (the same
+// corner weights: the positions are the GPU's on both sides), per level, within FP32 summation
+// error (sqrt(3,600) * 2^-24 ~ 4e-6), with dL/doutput scaled by 1 and by 2^-100 and 2^100 (the
+// ends of the block scales' range).
 TEST_F(GridGpu, FastSumsMatchDeterministicAtImageScale) {
+  for (uint32_t dims : {2u, 3u}) {
+    const json cfg = {{"otype", "HashGrid"}, {"n_levels", 16}, {"n_features_per_level", 2}, {"log2_hashmap_size", 15},
+                      {"base_resolution", 16}, {"per_level_scale", 1.5}};
+    const int64_t batch = int64_t(1) << 18;
+    Pcg32 rng(91 + dims);
+    json det_cfg = cfg;
+    det_cfg["deterministic"] = true;
+    auto fast = cuda::make_grid_encoding(parse_grid_config(cfg, "encoding", dims));
+    auto det = cuda::make_grid_encoding(parse_grid_config(det_cfg, "encoding", dims));
+    const size_t n = fast->n_params();
+    const uint32_t W = fast->padded_output_width();
+    std::vector<double> x(size_t(batch) * dims);
+    for (auto& xi : x) xi = rng.next_float();
+    Dev p = upload(random_values(rng, n, DType::F32), DType::F32, 1, int64_t(n));
+    Dev gx = upload(x, DType::F32, batch, dims);
+    const std::vector<double> dy = random_values(rng, size_t(batch) * W, DType::F32);
+    const TensorView pvec = TensorView::vector(p.view.data, DType::F32, Device::CUDA, int64_t(n));
+    for (double scale : {1.0, std::ldexp(1.0, -100), std::ldexp(1.0, 100)}) {
+      std::vector<double> scaled(dy);
+      for (auto& v : scaled) v *= scale;
+      Dev gdy = upload(scaled, DType::F32, batch, W);
+      std::vector<std::vector<double>> grads;
+      for (Encoding* enc : {fast.get(), det.get()}) {
+        Dev g = dev_matrix(DType::F32, 1, int64_t(n));
+        enc->set_params(pvec, pvec, TensorView::vector(g.view.data, DType::F32, Device::CUDA, int64_t(n)));
+        Dev y = dev_matrix(DType::F32, batch, W);
+        auto ctx = enc->forward(gx.view, &y.view);
+        enc->backward(*ctx, gx.view, y.view, gdy.view, nullptr, false, GradientMode::Overwrite);
+        grads.push_back(download(g.view));
+      }
+      EXPECT_LE(worst_segment_error(*fast, grads[0], grads[1]), 1e-5) << dims << "-D, dL/doutput x " << scale;
+    }
+  }
+}
+
+// A NaN in one record's dL/doutput at image scale reaches its level through the shared-memory
+// sums (no fixed-point scale exists for that block) and stays out of the other levels.
+TEST_F(GridGpu, NonFiniteGradientsPropagateThroughSharedLevels) {
   const json cfg = {{"otype", "HashGrid"}, {"n_levels", 16}, {"n_features_per_level", 2}, {"log2_hashmap_size", 15},
                     {"base_resolution", 16}, {"per_level_scale", 1.5}};
   const int64_t batch = int64_t(1) << 18;
-  Pcg32 rng(91);
-  json det_cfg = cfg;
-  det_cfg["deterministic"] = true;
-  auto fast = cuda::make_grid_encoding(parse_grid_config(cfg, "encoding", 2));
-  auto det = cuda::make_grid_encoding(parse_grid_config(det_cfg, "encoding", 2));
-  const size_t n = fast->n_params();
-  const uint32_t W = fast->padded_output_width();
+  Pcg32 rng(97);
+  auto enc = cuda::make_grid_encoding(parse_grid_config(cfg, "encoding", 2));
+  const size_t n = enc->n_params();
+  const uint32_t W = enc->padded_output_width();
   std::vector<double> x(size_t(batch) * 2);
   for (auto& xi : x) xi = rng.next_float();
-  Dev p = upload(random_values(rng, n, DType::F32), DType::F32, 1, int64_t(n));
-  Dev gx = upload(x, DType::F32, batch, 2), gdy = upload(random_values(rng, size_t(batch) * W, DType::F32), DType::F32, batch, W);
-  const TensorView pvec = TensorView::vector(p.view.data, DType::F32, Device::CUDA, int64_t(n));
-  std::vector<std::vector<double>> grads;
-  for (Encoding* enc : {fast.get(), det.get()}) {
-    Dev g = dev_matrix(DType::F32, 1, int64_t(n));
-    enc->set_params(pvec, pvec, TensorView::vector(g.view.data, DType::F32, Device::CUDA, int64_t(n)));
-    Dev y = dev_matrix(DType::F32, batch, W);
-    auto ctx = enc->forward(gx.view, &y.view);
-    enc->backward(*ctx, gx.view, y.view, gdy.view, nullptr, false, GradientMode::Overwrite);
-    grads.push_back(download(g.view));
-  }
-  EXPECT_LE(worst_segment_error(*fast, grads[0], grads[1]), 1e-5);
+  std::vector<double> dy = random_values(rng, size_t(batch) * W, DType::F32);
+  dy[size_t(12345) * W + 1] = NAN;  // level 0, feature 1
+  Dev p = upload(random_values(rng, n, DType::F32), DType::F32, 1, int64_t(n)), g = dev_matrix(DType::F32, 1, int64_t(n));
+  Dev gx = upload(x, DType::F32, batch, 2), gdy = upload(dy, DType::F32, batch, W);
+  const auto pvec = TensorView::vector(p.view.data, DType::F32, Device::CUDA, int64_t(n));
+  enc->set_params(pvec, pvec, TensorView::vector(g.view.data, DType::F32, Device::CUDA, int64_t(n)));
+  auto ctx = enc->forward(gx.view, nullptr);
+  enc->backward(*ctx, gx.view, gdy.view, gdy.view, nullptr, false, GradientMode::Overwrite);
+  const auto grads = download(g.view);
+  const auto segs = enc->param_segments();
+  size_t nan_in_level0 = 0, nan_elsewhere = 0;
+  for (size_t i = 0; i < n; ++i) (i < segs[0].offset + segs[0].count ? nan_in_level0 : nan_elsewhere) += std::isnan(grads[i]);
+  EXPECT_GE(nan_in_level0, 1u);
+  EXPECT_EQ(nan_elsewhere, 0u);
 }
 
 // The default HashGrid (16 levels up to scale 2^19): positions need the FP32 arithmetic both

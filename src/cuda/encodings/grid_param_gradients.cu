@@ -178,24 +178,79 @@ __global__ void contribution_kernel(Launch g, uint32_t first_level, int64_t batc
 // each entry (W1's coarsest level: 17 x 17 entries for 2^18 records x 4 corners), where float
 // atomics on one address queue in its L2 slice. A block sums its records' contributions to one
 // level in shared memory, then adds each entry it touched to the sums once.
+//
+// On CUDA the block sums are fixed point: shared-memory float atomics are a compare-and-swap loop
+// per add on sm_90 (SASS ATOMS.CAST.SPIN), 32-bit integer ones a single ATOMS.ADD. The block's
+// largest |dL/doutput| on the level, times its records, bounds any entry's sum (a record's corner
+// weights sum to 1); a contribution becomes q = round(c * 2^s) with that bound at 2^46, and q's
+// high part (q >> 16) and low 16 bits go into two 32-bit sums: neither can overflow while a block
+// adds at most kMaxBlockContributions to one entry, and each sum is exact, rounded to 2^-s (about
+// 2^-34 of the block's largest |dL/doutput|) where an FP32 sum rounds every add. A non-finite
+// dL/doutput (no scale exists) sends the block through float atomics instead, passing it on.
+#if defined(TINYFUSE_WITH_HIP)
+constexpr bool kSharedFixedPoint = false;  // AMD's LDS float atomics are native (ds_add_f32)
+#else
+constexpr bool kSharedFixedPoint = true;
+#endif
+constexpr int64_t kMaxBlockContributions = int64_t(1) << 15;  // low sums < 2^15 * 2^16 = 2^31
+
+struct FixedPair {  // one feature's block sum: sum of (q >> 16), sum of (q & 0xffff)
+  int hi;
+  unsigned lo;
+};
+
 template <uint32_t D, uint32_t F>
 __global__ void shared_level_kernel(Launch g, int64_t batch, const float* __restrict__ x, int64_t ldx, Matrix dy,
                                     float* __restrict__ sums) {
-  extern __shared__ float level_sums[];
+  extern __shared__ float level_sums[];  // n floats, or n FixedPairs where `fixed`
+  __shared__ unsigned block_max;         // float bits of the block's largest |dL/doutput|
   const uint32_t l = blockIdx.y;
   const LevelInfo L = g.levels[l];
   const uint32_t n = L.size * F;
-  for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) level_sums[i] = 0.0f;
+  const int64_t first = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, stride = int64_t(gridDim.x) * blockDim.x;
+  for (uint32_t i = threadIdx.x; i < (kSharedFixedPoint ? 2 : 1) * n; i += blockDim.x) level_sums[i] = 0.0f;  // ints: 0
+  if (threadIdx.x == 0) block_max = 0;
   __syncthreads();
-  for (int64_t b = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; b < batch; b += int64_t(gridDim.x) * blockDim.x) {
+  bool fixed = false;
+  float to_fixed = 0.0f;
+  double from_fixed = 0.0;
+  if constexpr (kSharedFixedPoint) {
+    unsigned bits = 0;
+    for (int64_t b = first; b < batch; b += stride)
+#pragma unroll
+      for (uint32_t f = 0; f < F; ++f) bits = max(bits, __float_as_uint(fabsf(dy.load(b, l * F + f))));
+    atomicMax(&block_max, bits);
+    __syncthreads();
+    const float m = __uint_as_float(block_max);
+    if (m == 0.0f) return;  // every contribution is zero (uniform across the block)
+    const int64_t records = (batch + stride - 1) / stride * blockDim.x;
+    if (m <= FLT_MAX && (records << D) <= kMaxBlockContributions) {
+      int e = 0;
+      frexp(static_cast<double>(m) * static_cast<double>(records), &e);  // bound < 2^e
+      const int s = min(46 - e, 126);
+      to_fixed = ldexpf(1.0f, s);  // exact: s stays within float's normal exponents (e > -126)
+      from_fixed = ldexp(1.0, -s);
+      fixed = true;
+    }
+  }
+  auto* level_fixed = reinterpret_cast<FixedPair*>(level_sums);
+  for (int64_t b = first; b < batch; b += stride) {
     const Cell<D> c = locate<D>(x, ldx, b, L.scale, g.interpolation);
     float gv[F];
 #pragma unroll
     for (uint32_t f = 0; f < F; ++f) gv[f] = dy.load(b, l * F + f);
     auto add_one = [&](uint32_t entry, const float* contrib) {
-      float* dst = level_sums + (entry - L.offset) * F;
+      const uint32_t at = (entry - L.offset) * F;
 #pragma unroll
-      for (uint32_t f = 0; f < F; ++f) atomicAdd(dst + f, contrib[f]);
+      for (uint32_t f = 0; f < F; ++f) {
+        if (fixed) {
+          const long long q = __float2ll_rn(contrib[f] * to_fixed);
+          atomicAdd(&level_fixed[at + f].hi, static_cast<int>(q >> 16));
+          atomicAdd(&level_fixed[at + f].lo, static_cast<unsigned>(q & 0xffff));
+        } else {
+          atomicAdd(level_sums + at + f, contrib[f]);
+        }
+      }
     };
     first_order_contributions<D, F>(g, L, l, c, gv, b, batch, add_one,
                                     [&](uint32_t e0, const float* c0, uint32_t e1, const float* c1) {
@@ -205,8 +260,12 @@ __global__ void shared_level_kernel(Launch g, int64_t batch, const float* __rest
   }
   __syncthreads();
   float* level = sums + size_t(L.offset) * F;
-  for (uint32_t i = threadIdx.x; i < n; i += blockDim.x)
-    if (level_sums[i] != 0.0f) atomicAdd(level + i, level_sums[i]);  // NaN != 0: a NaN is passed on
+  for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
+    const float v = fixed ? static_cast<float>(static_cast<double>(level_fixed[i].hi * (1ll << 16) + level_fixed[i].lo) *
+                                               from_fixed)
+                          : level_sums[i];
+    if (v != 0.0f) atomicAdd(level + i, v);  // NaN != 0: a NaN is passed on
+  }
 }
 
 // Per level, the largest max_f |dL/doutput| of a record (times sum_d |v_d| in the second order),
@@ -327,16 +386,26 @@ void launch_contributions(const Job& job, const GradientRequest& r, const Sink& 
   TF_GPU_CHECK_LAUNCH("grid contribution_kernel");
 }
 
-// Levels [0, n_shared) through shared_level_kernel: about two blocks per multiprocessor in all.
+// Levels [0, n_shared) through shared_level_kernel: about two blocks per multiprocessor in all, and
+// enough per level that no block adds more than kMaxBlockContributions to one entry (its fixed-point
+// sums' limit).
 void launch_shared_levels(const Job& job, const GradientRequest& r, float* sums, uint32_t n_shared) {
   int device = 0, sms = 0;
   TF_GPU_CHECK(gpuGetDevice(&device));
   TF_GPU_CHECK(gpuDeviceGetAttribute(&sms, gpuDevAttrMultiProcessorCount, device));
-  const int64_t per_level = std::max<int64_t>(1, (2 * int64_t(sms) + n_shared - 1) / n_shared);
+  int64_t per_level = std::max<int64_t>(1, (2 * int64_t(sms) + n_shared - 1) / n_shared);
+  const int64_t records_per_thread = (kMaxBlockContributions >> job.dims) / kThreadsPerBlock;
+  if (kSharedFixedPoint && records_per_thread > 0)
+    per_level = std::max(per_level, (job.batch + records_per_thread * kThreadsPerBlock - 1) /
+                                        (records_per_thread * kThreadsPerBlock));
   const dim3 blocks(static_cast<unsigned>(std::min<int64_t>(per_level, blocks_for_threads(job.batch))), n_shared);
-  const size_t smem = size_t(*std::max_element(r.level_entries, r.level_entries + n_shared)) * job.features * sizeof(float);
+  const size_t smem = size_t(*std::max_element(r.level_entries, r.level_entries + n_shared)) * job.features *
+                      (kSharedFixedPoint ? sizeof(FixedPair) : sizeof(float));
   dispatch_dims_features(job.dims, job.features, [&](auto d, auto f) {
     constexpr uint32_t D = decltype(d)::value, F = decltype(f)::value;
+    if (smem > 48 * 1024)  // above the default limit (fixed-point sums take twice the float ones)
+      TF_GPU_CHECK(gpuFuncSetAttribute(reinterpret_cast<const void*>(&shared_level_kernel<D, F>),
+                                       gpuFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
     shared_level_kernel<D, F><<<blocks, kThreadsPerBlock, smem, job.stream>>>(job.g, job.batch, r.x, r.ldx,
                                                                                r.dL_doutput, sums);
   });
