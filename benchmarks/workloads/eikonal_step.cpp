@@ -2,6 +2,10 @@
 
 #include <cmath>
 
+#ifdef TINYFUSE_BENCH_CUDA
+#include "workloads/eikonal_loss_gpu.h"
+#endif
+
 namespace tinyfuse::bench {
 
 template <typename T>
@@ -47,8 +51,28 @@ TensorView allocate(Buffer& b, Device device, DType dtype, int64_t rows, int64_t
 
 }  // namespace
 
+#ifdef TINYFUSE_BENCH_CUDA
+GpuMatrix gpu_matrix(const TensorView& v) {
+  if (v.dtype != DType::F32 && v.dtype != DType::F16)
+    throw Error("the eikonal step's GPU loss takes FP32 or FP16 tensors, not " + to_string(v.dtype));
+  return GpuMatrix{v.data, v.strides[0], v.dtype == DType::F16};
+}
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw Error(std::string(what) + ": " + cudaGetErrorString(e));
+}
+#endif
+
 EikonalStep::EikonalStep(WorkloadModel& m, int64_t batch, double eikonal_weight, Stream stream)
-    : m_(m), batch_(batch), n_l1_(batch / 2), width_(m.object->padded_output_width()), weight_(eikonal_weight) {
+    : m_(m),
+      batch_(batch),
+      n_l1_(batch / 2),
+      width_(m.object->padded_output_width()),
+      weight_(eikonal_weight),
+      on_gpu_(m.object->device() == Device::CUDA) {
+#ifndef TINYFUSE_BENCH_CUDA
+  if (on_gpu_) throw Error("the eikonal step on a GPU needs tinyfuse-bench built with CUDA");
+#endif
   if (batch < 2) throw Error("the eikonal step needs a batch of at least 2 rows (an L1 half and an eikonal half)");
   DifferentiableObject& obj = *m.object;
   const Device dev = obj.device();
@@ -67,10 +91,13 @@ EikonalStep::EikonalStep(WorkloadModel& m, int64_t batch, double eikonal_weight,
   std::vector<float> ones(static_cast<size_t>(n_eikonal * width_), 0.0f);
   for (int64_t r = 0; r < n_eikonal; ++r) ones[static_cast<size_t>(r * width_)] = 1.0f;
   copy_tensor(ones_v_, TensorView::matrix(ones.data(), n_eikonal, width_));
+  // dL/doutput of the L1 rows: only column 0 is ever written after this.
+  copy_tensor(d_out_v_, TensorView::matrix(d_out_.data(), n_l1_, width_));
+  if (on_gpu_) sums_dev_ = Buffer(dev, 2 * sizeof(double));
   synchronize(dev, stream);
 }
 
-double EikonalStep::gradients(const TensorView& x, const TensorView& target) {
+void EikonalStep::gradients(const TensorView& x, const TensorView& target) {
   DifferentiableObject& obj = *m_.object;
   const Device dev = obj.device();
   const Stream s = out_v_.stream;
@@ -80,25 +107,64 @@ double EikonalStep::gradients(const TensorView& x, const TensorView& target) {
   auto ctx_l1 = obj.forward(x_l1, &out_l1, false, /*prepare_input_gradients=*/false);
   auto ctx_eik = obj.forward(x_eik, &out_eik, false, /*prepare_input_gradients=*/true);
   obj.backward(*ctx_eik, x_eik, out_eik, ones_v_, &grad_v_, false, GradientMode::Ignore);  // grad_x f
-  float* grad_eik = grad_.data() + 3 * n_l1_;
-  copy_tensor(TensorView::matrix(f_.data(), batch_, width_), out_v_);
-  copy_tensor(TensorView::matrix(grad_eik, n_eikonal, 3), grad_v_);
-  copy_tensor(TensorView::matrix(target_.data(), batch_, 1), target);
-  synchronize(dev, s);
-  last_loss_ = eikonal_workload_loss(batch_, f_.data(), width_, grad_.data(), target_.data(), weight_,
-                                     m_.trainer->loss_scale(), d_out_.data(), v_.data());
-  copy_tensor(d_out_v_, TensorView::matrix(d_out_.data(), n_l1_, width_));
-  copy_tensor(v_v_, TensorView::matrix(v_.data() + 3 * n_l1_, n_eikonal, 3));
+  if (on_gpu_) {
+#ifdef TINYFUSE_BENCH_CUDA
+    auto* sums = static_cast<double*>(sums_dev_.data());
+    auto* stream = static_cast<cudaStream_t>(s);
+    if (target.dtype != DType::F32 || target.device != Device::CUDA)
+      throw Error("the eikonal step's targets must be FP32 on the GPU");
+    check(cudaMemsetAsync(sums, 0, 2 * sizeof(double), stream), "eikonal loss");
+    check(queue_eikonal_workload_loss(n_l1_, n_eikonal, gpu_matrix(out_v_), static_cast<const float*>(target.data),
+                                      target.strides[0], gpu_matrix(grad_v_), weight_, m_.trainer->loss_scale(),
+                                      gpu_matrix(d_out_v_), gpu_matrix(v_v_), sums, stream),
+          "eikonal loss kernel");
+    loss_on_device_ = grad_on_device_ = true;
+#endif
+  } else {
+    float* grad_eik = grad_.data() + 3 * n_l1_;
+    copy_tensor(TensorView::matrix(f_.data(), batch_, width_), out_v_);
+    copy_tensor(TensorView::matrix(grad_eik, n_eikonal, 3), grad_v_);
+    copy_tensor(TensorView::matrix(target_.data(), batch_, 1), target);
+    synchronize(dev, s);
+    last_loss_ = eikonal_workload_loss(batch_, f_.data(), width_, grad_.data(), target_.data(), weight_,
+                                       m_.trainer->loss_scale(), d_out_.data(), v_.data());
+    copy_tensor(d_out_v_, TensorView::matrix(d_out_.data(), n_l1_, width_));
+    copy_tensor(v_v_, TensorView::matrix(v_.data() + 3 * n_l1_, n_eikonal, 3));
+  }
   // The loss through f (the L1 rows), then through grad_x f (the eikonal rows) added.
   obj.backward(*ctx_l1, x_l1, out_l1, d_out_v_, nullptr, false, GradientMode::Overwrite);
   obj.backward_backward_input(*ctx_eik, x_eik, v_v_, ones_v_, nullptr, nullptr, false, GradientMode::Accumulate);
+}
+
+void EikonalStep::run(const TensorView& x, const TensorView& target) {
+  gradients(x, target);
+  m_.trainer->optimizer_step(out_v_.stream);  // the stream the gradients were made on
+}
+
+double EikonalStep::last_loss() const {
+#ifdef TINYFUSE_BENCH_CUDA
+  if (loss_on_device_) {
+    double sums[2] = {0, 0};
+    check(cudaMemcpyAsync(sums, sums_dev_.data(), sizeof(sums), cudaMemcpyDeviceToHost,
+                          static_cast<cudaStream_t>(out_v_.stream)),
+          "eikonal loss read-back");
+    check(cudaStreamSynchronize(static_cast<cudaStream_t>(out_v_.stream)), "eikonal loss read-back");
+    const int64_t n_eikonal = batch_ - n_l1_;
+    last_loss_ = (n_l1_ > 0 ? sums[0] / static_cast<double>(n_l1_) : 0.0) +
+                 weight_ * (n_eikonal > 0 ? sums[1] / static_cast<double>(n_eikonal) : 0.0);
+    loss_on_device_ = false;
+  }
+#endif
   return last_loss_;
 }
 
-double EikonalStep::run(const TensorView& x, const TensorView& target) {
-  const double loss = gradients(x, target);
-  m_.trainer->optimizer_step(out_v_.stream);  // the stream the gradients were made on
-  return loss;
+const std::vector<float>& EikonalStep::input_gradients() const {
+  if (grad_on_device_) {
+    copy_tensor(TensorView::matrix(grad_.data() + 3 * n_l1_, batch_ - n_l1_, 3), grad_v_);
+    synchronize(m_.object->device(), out_v_.stream);
+    grad_on_device_ = false;
+  }
+  return grad_;
 }
 
 }  // namespace tinyfuse::bench

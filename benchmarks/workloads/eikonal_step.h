@@ -6,8 +6,9 @@
 // backward into the parameters; the eikonal rows a forward with the input gradients prepared, the
 // input gradient grad_x f (backward of ones) and backward_backward_input into the parameters.
 // Then the optimizer step.
-// The loss sits between the two passes on the host, as in learn-sdf (the library has no device
-// kernel for it): on a GPU each step copies f and grad_x f down and their gradients up.
+// The loss sits between the two passes: on a GPU in the benchmark's own kernel
+// (eikonal_loss_gpu.cu), as a user's loss would, with the loss read back only when asked; on the
+// CPU in eikonal_workload_loss.
 #pragma once
 
 #include <cstdint>
@@ -33,16 +34,16 @@ class EikonalStep {
   EikonalStep(WorkloadModel& m, int64_t batch, double eikonal_weight, Stream stream);
 
   // The gradients of one step on (batch, 3) inputs and (batch, 1) targets, overwriting the
-  // trainer's gradient buffer; returns the loss.
-  double gradients(const TensorView& input, const TensorView& target);
+  // trainer's gradient buffer (queued on the step's stream on a GPU).
+  void gradients(const TensorView& input, const TensorView& target);
   // gradients(), then the optimizer step.
-  double run(const TensorView& input, const TensorView& target);
+  void run(const TensorView& input, const TensorView& target);
 
-  double last_loss() const { return last_loss_; }
-  // The last step's f (batch, padded output width) and grad_x f (batch, 3), as FP32 on the host;
-  // grad_x f is formed on the eikonal rows only (the L1 rows' entries are 0).
-  const std::vector<float>& values() const { return f_; }
-  const std::vector<float>& input_gradients() const { return grad_; }
+  // The last step's loss (on a GPU: waits for the step and reads it back).
+  double last_loss() const;
+  // The last step's grad_x f (batch, 3) as FP32 on the host, formed on the eikonal rows only (the
+  // L1 rows' entries are 0); on a GPU read back when asked.
+  const std::vector<float>& input_gradients() const;
 
  private:
   WorkloadModel& m_;
@@ -50,10 +51,13 @@ class EikonalStep {
   int64_t n_l1_;  // rows [0, n_l1_) take the L1 term, the rest the eikonal term
   int64_t width_;
   double weight_;
-  Buffer out_, ones_, grad_dev_, d_out_dev_, v_dev_;
+  bool on_gpu_;
+  Buffer out_, ones_, grad_dev_, d_out_dev_, v_dev_, sums_dev_;
   TensorView out_v_, ones_v_, grad_v_, d_out_v_, v_v_;
-  std::vector<float> f_, grad_, target_, d_out_, v_;
-  double last_loss_ = 0;
+  std::vector<float> f_, target_, d_out_, v_;
+  mutable std::vector<float> grad_;
+  mutable double last_loss_ = 0;
+  mutable bool loss_on_device_ = false, grad_on_device_ = false;  // not yet read back
 };
 
 }  // namespace tinyfuse::bench

@@ -14,6 +14,12 @@
 #include "workloads/checks.h"
 #include "workloads/comparison.h"
 #include "workloads/eikonal_step.h"
+#ifdef TINYFUSE_BENCH_CUDA
+#include <cuda_runtime.h>
+
+#include "core/half.h"
+#include "workloads/eikonal_loss_gpu.h"
+#endif
 #include "workloads/model.h"
 #include "workloads/nerf_field.h"
 #include "workloads/spec.h"
@@ -278,6 +284,59 @@ TEST(BenchWorkloads, TheEikonalLossIsL1PlusTheWeightedEikonalTerm) {
   EXPECT_NEAR(dL_dgrad[5], 2.0 * 0.1 * 2 * (norm - 1) * 1.6 / norm, 1e-6);
 }
 
+#ifdef TINYFUSE_BENCH_CUDA
+// The GPU kernel of the same loss (what W4e's step runs on a GPU) against the host's, on fresh
+// random rows with FP16 values (the fused network's output) and FP32 input gradients, a few of
+// them zero (no eikonal gradient) and exact ties (L1 sign 0); outputs poisoned with NaN first.
+TEST(BenchWorkloads, TheGpuEikonalLossMatchesTheHosts) {
+  if (gpu_count() == 0) GTEST_SKIP() << "skipped: no GPU";
+  const int64_t n_l1 = 1000, n_eik = 1037, width = 16;
+  auto to_half = [](float v) { return half_bits_to_float(float_to_half_bits(v)); };
+  Pcg32 rng(17);
+  std::vector<float> f(size_t((n_l1 + n_eik) * width)), grad(size_t((n_l1 + n_eik) * 3), 0.0f), target(size_t(n_l1 + n_eik));
+  for (auto& v : f) v = to_half(2 * rng.next_float() - 1);  // values FP16 can hold
+  for (auto& v : target) v = 2 * rng.next_float() - 1;
+  for (int64_t r = n_l1; r < n_l1 + n_eik; ++r)
+    for (int k = 0; k < 3; ++k) grad[size_t(3 * r + k)] = r % 97 == 0 ? 0.0f : 3 * rng.next_float() - 1.5f;
+  target[5] = f[5 * width];  // a tie: dL/df is 0 there
+  std::vector<float> want_df(f.size(), 0.0f), want_dg(grad.size(), 0.0f);
+  const double scale = 128, weight = 0.1;
+  const double want = eikonal_workload_loss(n_l1 + n_eik, f.data(), width, grad.data(), target.data(), weight, scale,
+                                            want_df.data(), want_dg.data());
+  // On the GPU: f (FP16, all rows), grad (FP32, the eikonal rows), dL_df (FP16, the L1 rows).
+  Buffer fd(Device::CUDA, f.size() * 2), gd(Device::CUDA, size_t(n_eik) * 3 * 4), td(Device::CUDA, target.size() * 4),
+      dfd(Device::CUDA, size_t(n_l1 * width) * 2), dgd(Device::CUDA, size_t(n_eik) * 3 * 4), sums(Device::CUDA, 16);
+  const auto fv = fd.matrix(DType::F16, n_l1 + n_eik, width), gv = gd.matrix(DType::F32, n_eik, 3);
+  const auto dfv = dfd.matrix(DType::F16, n_l1, width), dgv = dgd.matrix(DType::F32, n_eik, 3);
+  copy_tensor(fv, TensorView::matrix(f.data(), n_l1 + n_eik, width));
+  copy_tensor(gv, TensorView::matrix(grad.data() + 3 * n_l1, n_eik, 3));
+  copy_tensor(td.matrix(DType::F32, n_l1 + n_eik, 1), TensorView::matrix(target.data(), n_l1 + n_eik, 1));
+  std::vector<float> poison_df(size_t(n_l1 * width), NAN), poison_dg(size_t(n_eik) * 3, NAN);
+  for (int64_t r = 0; r < n_l1; ++r)
+    for (int64_t c = 1; c < width; ++c) poison_df[size_t(r * width + c)] = 0.0f;  // the step zeroes them once
+  copy_tensor(dfv, TensorView::matrix(poison_df.data(), n_l1, width));
+  copy_tensor(dgv, TensorView::matrix(poison_dg.data(), n_eik, 3));
+  ASSERT_EQ(cudaMemset(sums.data(), 0, 16), cudaSuccess);
+  ASSERT_EQ(queue_eikonal_workload_loss(n_l1, n_eik, GpuMatrix{fd.data(), width, true}, static_cast<float*>(td.data()), 1,
+                                        GpuMatrix{gd.data(), 3, false}, weight, scale, GpuMatrix{dfd.data(), width, true},
+                                        GpuMatrix{dgd.data(), 3, false}, static_cast<double*>(sums.data()), nullptr),
+            cudaSuccess);
+  double got_sums[2];
+  ASSERT_EQ(cudaMemcpy(got_sums, sums.data(), 16, cudaMemcpyDeviceToHost), cudaSuccess);
+  const double got = got_sums[0] / n_l1 + weight * got_sums[1] / n_eik;
+  EXPECT_NEAR(got, want, 1e-12 * want);
+  std::vector<float> got_df(size_t(n_l1 * width)), got_dg(size_t(n_eik) * 3);
+  copy_tensor(TensorView::matrix(got_df.data(), n_l1, width), dfv);
+  copy_tensor(TensorView::matrix(got_dg.data(), n_eik, 3), dgv);
+  for (int64_t r = 0; r < n_l1; ++r)  // the FP16 rounding of the host's FP32 value
+    for (int64_t c = 0; c < width; ++c)
+      ASSERT_EQ(got_df[size_t(r * width + c)], to_half(want_df[size_t(r * width + c)])) << r << "," << c;
+  EXPECT_EQ(got_df[size_t(5 * width)], 0.0f);
+  for (size_t i = 0; i < got_dg.size(); ++i)
+    ASSERT_NEAR(got_dg[i], want_dg[size_t(3 * n_l1) + i], 1e-6 * std::fabs(want_dg[size_t(3 * n_l1) + i]) + 1e-12) << i;
+}
+#endif
+
 // W4e's step (forward, input gradient, backward, backward_backward_input) writes the gradient of
 // its loss: against central differences of the loss computed from the FP64 model's values and
 // analytic input gradients, for MLP weights and the grid entries with the largest gradients.
@@ -301,7 +360,8 @@ TEST(BenchWorkloads, TheEikonalStepsGradientIsItsLossesDerivative) {
   make_target_field(TargetKind::Sdf)->sample(rng, n, x.data(), t.data());
   EikonalStep step(m, n, w.step.eikonal_weight, nullptr);
   std::vector<double> x64(x.begin(), x.end());  // the FP64 model's input dtype
-  const double loss = step.gradients(TensorView::matrix(x64.data(), n, 3), TensorView::matrix(t.data(), n, 1));
+  step.gradients(TensorView::matrix(x64.data(), n, 3), TensorView::matrix(t.data(), n, 1));
+  const double loss = step.last_loss();
 
   const std::vector<float> params = m.trainer->params_host();
   std::vector<float> grads(params.size());
