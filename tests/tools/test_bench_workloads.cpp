@@ -290,7 +290,7 @@ TEST(BenchWorkloads, TheEikonalLossIsL1PlusTheWeightedEikonalTerm) {
 // them zero (no eikonal gradient) and exact ties (L1 sign 0); outputs poisoned with NaN first.
 TEST(BenchWorkloads, TheGpuEikonalLossMatchesTheHosts) {
   if (gpu_count() == 0) GTEST_SKIP() << "skipped: no GPU";
-  const int64_t n_l1 = 1000, n_eik = 1037, width = 16;
+  const int64_t n_l1 = 1018, n_eik = 1019, width = 16;  // the host's split: n / 2 L1 rows
   auto to_half = [](float v) { return half_bits_to_float(float_to_half_bits(v)); };
   Pcg32 rng(17);
   std::vector<float> f(size_t((n_l1 + n_eik) * width)), grad(size_t((n_l1 + n_eik) * 3), 0.0f), target(size_t(n_l1 + n_eik));
@@ -301,6 +301,7 @@ TEST(BenchWorkloads, TheGpuEikonalLossMatchesTheHosts) {
   target[5] = f[5 * width];  // a tie: dL/df is 0 there
   std::vector<float> want_df(f.size(), 0.0f), want_dg(grad.size(), 0.0f);
   const double scale = 128, weight = 0.1;
+  static_assert((1018 + 1019) / 2 == 1018);
   const double want = eikonal_workload_loss(n_l1 + n_eik, f.data(), width, grad.data(), target.data(), weight, scale,
                                             want_df.data(), want_dg.data());
   // On the GPU: f (FP16, all rows), grad (FP32, the eikonal rows), dL_df (FP16, the L1 rows).
