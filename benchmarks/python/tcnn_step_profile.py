@@ -2,9 +2,11 @@
 """Where a tinyfuse.tcnn training step's time goes: host time per phase (model, loss, backward,
 optimizer step), synced and queued; CUDA-event time per step; torch.profiler tables by self CPU and
 self CUDA time. The workloads of benchmarks/workloads/ (W1 by default), stepped by torch.optim.Adam
-(--fused-adam: its fused kernel) as tcnn_workloads.py steps them.
+(--fused-adam: its fused kernel) as tcnn_workloads.py steps them. --graph also captures the whole
+step (model, loss, backward, Adam with capturable=True) in one CUDA graph, as PyTorch's whole-network
+capture recipe does, and times its replays: the step without the host's per-op costs.
 
-    python benchmarks/python/tcnn_step_profile.py --device cuda [--workload W1] [--log2 18] [--out F.json]
+    python benchmarks/python/tcnn_step_profile.py --device cuda [--workload W1] [--log2 18] [--graph] [--out F.json]
 """
 import argparse
 import json
@@ -31,7 +33,10 @@ p.add_argument("--module", default="tinyfuse.tcnn")
 p.add_argument("--out", help="write the figures as JSON to this file")
 p.add_argument("--fused-adam", action="store_true")
 p.add_argument("--steps", type=int, default=50, help="steps per measured loop (the profiler takes 20)")
+p.add_argument("--graph", action="store_true", help="also time the step captured in one CUDA graph (cuda only)")
 a = p.parse_args()
+if a.graph and a.device != "cuda":
+    p.error("--graph captures a CUDA graph: it needs --device cuda")
 dev = torch.device(a.device)
 cuda = dev.type == "cuda"
 tcnn = importlib.import_module(a.module)
@@ -116,6 +121,64 @@ if cuda:
     print("bench-style per-step event time: median %.0f us -> %.1f M samples/s" % (event_us, n / event_us))
     result["event_us_per_step"] = event_us
     result["samples_per_second"] = n / event_us * 1e6
+
+
+def graph_step_time():
+    """The whole step captured in one CUDA graph on static tensors (PyTorch's whole-network recipe:
+    warm-up on a side stream, capture, replay), Adam with capturable=True; median event time of a
+    replay with its batch copied in."""
+    gopt = tw.adam_optimizer(model.parameters(), cfg["optimizer"], capturable=True)
+    sx, sy = data[0][0].clone(), data[0][1].clone()
+
+    def graph_body():
+        gopt.zero_grad(set_to_none=False)
+        if weight is not None:
+            gloss = tw.eikonal_loss(model, sx, sy, weight)
+        else:
+            gloss = loss_fn(model(sx).float(), sy)
+        gloss.backward(inputs=params)
+        gopt.step()
+        return gloss
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            graph_body()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static_loss = graph_body()
+    first = None
+    times = []
+    for i in range(40):
+        x, y = data[i % len(data)]
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        sx.copy_(x)
+        sy.copy_(y)
+        graph.replay()
+        e.record()
+        e.synchronize()
+        times.append(s.elapsed_time(e) * 1e3)
+        if first is None:
+            first = static_loss.item()
+    last = static_loss.item()
+    if not (last < first):
+        raise RuntimeError(f"the captured step's loss did not fall: {first} -> {last}")
+    return statistics.median(times), first, last
+
+
+if a.graph:
+    try:
+        graph_us, first, last = graph_step_time()
+        print("CUDA graph of the whole step: median %.0f us -> %.1f M samples/s (loss %.4g -> %.4g over 40 replays)" %
+              (graph_us, n / graph_us, first, last))
+        result["graph"] = {"event_us_per_step": graph_us, "samples_per_second": n / graph_us * 1e6,
+                           "loss_first": first, "loss_last": last}
+    except Exception as exc:  # noqa: BLE001 - the reason capture fails is the finding
+        print(f"CUDA graph of the whole step: failed: {type(exc).__name__}: {exc}")
+        result["graph"] = {"error": f"{type(exc).__name__}: {exc}"}
 
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 

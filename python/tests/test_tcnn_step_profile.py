@@ -21,3 +21,10 @@ def test_profile_of_a_cpu_step_writes_its_phases(tmp_path):
         assert set(result[key]) == {"model", "loss", "backward", "optimizer"}
         assert all(v > 0 for v in result[key].values())
     assert "samples_per_second" not in result  # no CUDA events on the CPU
+
+
+def test_graph_capture_needs_cuda():
+    run = subprocess.run([sys.executable, SCRIPT, "--device", "cpu", "--graph"], capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 2
+    assert "--graph captures a CUDA graph: it needs --device cuda" in run.stderr
