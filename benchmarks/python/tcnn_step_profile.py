@@ -125,8 +125,17 @@ if cuda:
 
 def graph_step_time():
     """The whole step captured in one CUDA graph on static tensors (PyTorch's whole-network recipe:
-    warm-up on a side stream, capture, replay), Adam with capturable=True; median event time of a
-    replay with its batch copied in."""
+    warm-up on a side stream, capture, replay), Adam with capturable=True. Checked first: from the
+    same parameters, GRAPH_CHECK_STEPS replays and as many eager steps (a fresh Adam each) give the
+    same losses. Returns the median event time of a replay with its batch copied in, and the
+    largest relative difference of the two loss trajectories."""
+    start = [prm.detach().clone() for prm in model.parameters()]
+
+    def restore():
+        with torch.no_grad():
+            for prm, saved in zip(model.parameters(), start):
+                prm.copy_(saved)
+
     gopt = tw.adam_optimizer(model.parameters(), cfg["optimizer"], capturable=True)
     sx, sy = data[0][0].clone(), data[0][1].clone()
 
@@ -149,33 +158,59 @@ def graph_step_time():
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         static_loss = graph_body()
-    first = None
-    times = []
-    for i in range(40):
+
+    def replay(i):
         x, y = data[i % len(data)]
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
         sx.copy_(x)
         sy.copy_(y)
         graph.replay()
+
+    # The check: replays from the saved parameters and a zeroed Adam state, then eager steps.
+    restore()
+    for st in gopt.state.values():
+        for v in st.values():
+            if torch.is_tensor(v):
+                v.zero_()
+    graph_losses = []
+    for i in range(GRAPH_CHECK_STEPS):
+        replay(i)
+        graph_losses.append(static_loss.item())
+    restore()
+    eopt = tw.adam_optimizer(model.parameters(), cfg["optimizer"])
+    eager_losses = []
+    for i in range(GRAPH_CHECK_STEPS):
+        x, y = data[i % len(data)]
+        eopt.zero_grad(set_to_none=True)
+        eloss = tw.eikonal_loss(model, x, y, weight) if weight is not None else loss_fn(model(x).float(), y)
+        eloss.backward(inputs=params)
+        eopt.step()
+        eager_losses.append(eloss.item())
+    diff = max(abs(g - e) / max(abs(e), 1e-30) for g, e in zip(graph_losses, eager_losses))
+    if not diff <= GRAPH_CHECK_TOLERANCE:
+        raise RuntimeError(f"replays and eager steps differ by {diff:.3g} (losses {graph_losses} vs {eager_losses})")
+    times = []
+    for i in range(40):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        replay(i)
         e.record()
         e.synchronize()
         times.append(s.elapsed_time(e) * 1e3)
-        if first is None:
-            first = static_loss.item()
-    last = static_loss.item()
-    if not (last < first):
-        raise RuntimeError(f"the captured step's loss did not fall: {first} -> {last}")
-    return statistics.median(times), first, last
+    return statistics.median(times), diff
 
+
+# Replays against eager steps: the same first losses up to FP16 rounding and the order of the
+# grid's atomics, which ten steps of Adam barely amplify.
+GRAPH_CHECK_STEPS = 10
+GRAPH_CHECK_TOLERANCE = 1e-2
 
 if a.graph:
     try:
-        graph_us, first, last = graph_step_time()
-        print("CUDA graph of the whole step: median %.0f us -> %.1f M samples/s (loss %.4g -> %.4g over 40 replays)" %
-              (graph_us, n / graph_us, first, last))
+        graph_us, diff = graph_step_time()
+        print("CUDA graph of the whole step: median %.0f us -> %.1f M samples/s (first %d losses within %.2g of "
+              "eager steps')" % (graph_us, n / graph_us, GRAPH_CHECK_STEPS, diff))
         result["graph"] = {"event_us_per_step": graph_us, "samples_per_second": n / graph_us * 1e6,
-                           "loss_first": first, "loss_last": last}
+                           "loss_check_steps": GRAPH_CHECK_STEPS, "loss_relative_difference": diff}
     except Exception as exc:  # noqa: BLE001 - the reason capture fails is the finding
         print(f"CUDA graph of the whole step: failed: {type(exc).__name__}: {exc}")
         result["graph"] = {"error": f"{type(exc).__name__}: {exc}"}
