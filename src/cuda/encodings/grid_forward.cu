@@ -45,6 +45,18 @@ __global__ void forward_kernel(Launch g, int64_t batch, const T* __restrict__ pa
   float feat[F];
   if (g.interpolation == GridInterpolation::Nearest) {
     load_features<T, F>(params + size_t(entry_of<D>(g, L, c.vertex)) * F, vec, acc);
+  } else if constexpr (2 * F * sizeof(T) > 16) {
+    // No pair of entries fits one vector load: one corner at a time, which keeps one corner's
+    // features live rather than two (at 8 FP32 features, two spilled on CDNA).
+    uint32_t v[D];
+#pragma unroll
+    for (uint32_t k = 0; k < (1u << D); ++k) {
+      corner_vertex<D>(c, k, v);
+      load_features<T, F>(params + size_t(entry_of<D>(g, L, v)) * F, vec, feat);
+      const float w = grid_corner_weight<float, D>(c.w, k);
+#pragma unroll
+      for (uint32_t f = 0; f < F; ++f) acc[f] = fmaf(w, feat[f], acc[f]);
+    }
   } else {
     uint32_t v[D];
     float feat1[F];
