@@ -158,10 +158,26 @@ __device__ __forceinline__ void mma(FragAcc& c, const Operand<T>& a, const Opera
 // f(r, c, v) for every element v = block[r][c] of an accumulator block, each element once, by the
 // lane that holds it (no data moves between lanes).
 template <typename F>
-__device__ __forceinline__ void for_each_element(const FragAcc& acc, F&& f) {
-  const int lane = wave_lane();
+__device__ __forceinline__ void for_each_element(const FragAcc& acc, int lane, F&& f) {
 #pragma unroll
   for (int i = 0; i < Layout::kAccElems; ++i) f(Layout::acc_row(lane, i), Layout::acc_col(lane, i), acc.v[i]);
+}
+template <typename F>
+__device__ __forceinline__ void for_each_element(const FragAcc& acc, F&& f) {
+  for_each_element(acc, wave_lane(), f);
+}
+
+// This lane's index as a value the compiler cannot trace to threadIdx: taken once per iteration of
+// a kernel's loop over tiles and passed to for_each_element, it keeps the compiler from hoisting
+// every element's row and column offsets (and the addresses built from them) out of that loop. At
+// 16 and 32 wide (64 rows a wave) those loop-invariant values alone outgrew the 256 VGPRs and
+// spilled.
+__device__ __forceinline__ int lane_this_iteration() {
+  int lane = wave_lane();
+#if defined(__HIP_DEVICE_COMPILE__)
+  asm volatile("" : "+v"(lane));
+#endif
+  return lane;
 }
 
 // Orders this wave's LDS writes before its later reads by other lanes of the same wave (a wave

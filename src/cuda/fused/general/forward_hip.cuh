@@ -29,13 +29,13 @@ size_t hip_forward_wave_bytes(int in_width, size_t elem_bytes) {
 // activation rows (the layer's input, no longer read), y and z to global memory when asked.
 template <typename T, int MT, int NB>
 __device__ __forceinline__ void hip_hidden_epilogue(FragAcc (&acc)[MT][NB], T* act_rows, int ld_act, Activation act,
-                                                    int64_t row0, int64_t batch, void* y_out, void* z_out) {
+                                                    int64_t row0, int64_t batch, void* y_out, void* z_out, int lane) {
   constexpr int width = NB * kFrag;
 #pragma unroll
   for (int m = 0; m < MT; ++m)
 #pragma unroll
     for (int n = 0; n < NB; ++n)
-      for_each_element(acc[m][n], [&](int r, int c, float v) {
+      for_each_element(acc[m][n], lane, [&](int r, int c, float v) {
         const float z = round_to<T>(v);
         const T y = from_float<T>(activate(act, z));
         const int rr = m * kFrag + r, col = n * kFrag + c;
@@ -67,6 +67,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kMaxWarpSize)
 
   for (int64_t tile = blockIdx.x; tile < n_tiles; tile += gridDim.x) {
     const int64_t row0 = tile * Tl::kBlockRows + static_cast<int64_t>(warp) * Tl::kRows;
+    const int tile_lane = lane_this_iteration();  // amd_matrix_ops.cuh: no per-element offsets hoisted
     const int64_t mat = batch * WIDTH;  // elements of one kept hidden matrix
     auto kept = [&](void* base, int l) -> void* {
       return base ? static_cast<void*>(static_cast<T*>(base) + l * mat) : nullptr;
@@ -83,7 +84,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kMaxWarpSize)
       product<T, MT, NB>(acc, act_rows, ld_act, smem + layer_smem_offset(WIDTH, s, l), in + kSmemPad, in);
       wave_sync();  // every lane's A loads are done before the rows are overwritten
       hip_hidden_epilogue<T, MT, NB>(acc, act_rows, ld_act, s.act, row0, batch, kept(args.hidden_y, l),
-                                     kept(args.hidden_z, l));
+                                     kept(args.hidden_z, l), tile_lane);
     }
 
     // Output layer, 16 columns at a time, straight to global memory.
@@ -95,7 +96,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kMaxWarpSize)
       product<T, MT, 1>(o, act_rows, ld_act, w + c0 * stride, stride, WIDTH);
 #pragma unroll
       for (int m = 0; m < MT; ++m)
-        for_each_element(o[m][0], [&](int r, int c, float v) {
+        for_each_element(o[m][0], tile_lane, [&](int r, int c, float v) {
           const float z = round_to<T>(v);
           const int64_t row = row0 + m * kFrag + r;
           const int col = c0 + c;
