@@ -26,11 +26,6 @@ namespace tinyfuse::bench {
 
 namespace {
 
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess)
-    throw std::runtime_error(std::string(what) + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
-}
-
 // 2^24 random values per dtype (64 MiB in FP32): the source every input buffer is copied from.
 constexpr size_t kPoolElements = size_t{1} << 24;
 constexpr size_t kSlotAlignment = 256;  // every rotated buffer starts 256-byte aligned
@@ -60,7 +55,7 @@ struct GpuBench::Impl {
     // One row, so the copy (with its host-side dtype conversion) is a single transfer.
     copy_tensor(TensorView::matrix(b.data(), dtype, Device::CUDA, 1, static_cast<int64_t>(kPoolElements), stream),
                 TensorView::matrix(host_pool.data(), 1, static_cast<int64_t>(kPoolElements)));
-    check(cudaStreamSynchronize(stream), "random pool upload");
+    check_cuda(cudaStreamSynchronize(stream), "random pool upload");
     return device_pool.emplace(dtype, std::move(b)).first->second;
   }
 
@@ -72,7 +67,7 @@ struct GpuBench::Impl {
     size_t offset = static_cast<size_t>(mix(salt) % kPoolElements), done = 0;
     while (done < count) {
       const size_t n = std::min(count - done, kPoolElements - offset);
-      check(cudaMemcpyAsync(static_cast<char*>(dst) + done * es, static_cast<const char*>(src.data()) + offset * es,
+      check_cuda(cudaMemcpyAsync(static_cast<char*>(dst) + done * es, static_cast<const char*>(src.data()) + offset * es,
                             n * es, cudaMemcpyDeviceToDevice, stream),
             "filling an input buffer");
       done += n;
@@ -101,7 +96,7 @@ struct GpuBench::Impl {
 
   void settle() {
     // Setup work may sit on other streams (parameter uploads go on the per-thread default one).
-    check(cudaDeviceSynchronize(), "setup");
+    check_cuda(cudaDeviceSynchronize(), "setup");
   }
 
   void run_inference(const MlpCase& c, const TimingPlan& plan, uint64_t seed, CaseResult& r) {
@@ -145,7 +140,7 @@ struct GpuBench::Impl {
       // read lately may still be in the L2.
       const int after = plan.warmup + plan.repeats;
       r.copy_seconds = time_with_events(plan, stream, [&](int i) {
-        check(queue_copy_kernel(in.views[static_cast<size_t>((after + i) % buffers)].data, out.data, bytes, stream),
+        check_cuda(queue_copy_kernel(in.views[static_cast<size_t>((after + i) % buffers)].data, out.data, bytes, stream),
               "copy reference");
       }).gpu;
     }
@@ -195,12 +190,12 @@ struct GpuBench::Impl {
 GpuBench::GpuBench(uint64_t seed, FusedKernelOptions fused_kernels) : impl_(std::make_unique<Impl>()) {
   impl_->fused_kernels = fused_kernels;
   int count = 0;
-  check(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
+  check_cuda(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
   if (count == 0) throw std::runtime_error("no CUDA device found");
   GpuInfo& g = impl_->info;
-  check(cudaGetDevice(&g.index), "cudaGetDevice");
+  check_cuda(cudaGetDevice(&g.index), "cudaGetDevice");
   cudaDeviceProp p{};
-  check(cudaGetDeviceProperties(&p, g.index), "cudaGetDeviceProperties");
+  check_cuda(cudaGetDeviceProperties(&p, g.index), "cudaGetDeviceProperties");
   g.name = p.name;
   g.cc_major = p.major;
   g.cc_minor = p.minor;
@@ -211,9 +206,9 @@ GpuBench::GpuBench(uint64_t seed, FusedKernelOptions fused_kernels) : impl_(std:
   std::snprintf(bus, sizeof bus, "%04x:%02x:%02x.0", static_cast<unsigned>(p.pciDomainID),
                 static_cast<unsigned>(p.pciBusID), static_cast<unsigned>(p.pciDeviceID));
   g.pci_bus = bus;
-  check(cudaDriverGetVersion(&g.driver_version), "cudaDriverGetVersion");
-  check(cudaRuntimeGetVersion(&g.runtime_version), "cudaRuntimeGetVersion");
-  check(cudaStreamCreateWithFlags(&impl_->stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  check_cuda(cudaDriverGetVersion(&g.driver_version), "cudaDriverGetVersion");
+  check_cuda(cudaRuntimeGetVersion(&g.runtime_version), "cudaRuntimeGetVersion");
+  check_cuda(cudaStreamCreateWithFlags(&impl_->stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
 
   impl_->host_pool.resize(kPoolElements);
   Pcg32 rng(seed);
@@ -230,7 +225,7 @@ GpuBench::~GpuBench() {
 const GpuInfo& GpuBench::info() const { return impl_->info; }
 
 GpuBench::Floor GpuBench::launch_floor(const TimingPlan& plan) {
-  const Timed t = time_with_events(plan, impl_->stream, [&](int) { check(queue_empty_kernel(impl_->stream), "empty kernel"); });
+  const Timed t = time_with_events(plan, impl_->stream, [&](int) { check_cuda(queue_empty_kernel(impl_->stream), "empty kernel"); });
   return {t.gpu, t.host};
 }
 

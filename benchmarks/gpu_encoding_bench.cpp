@@ -16,16 +16,13 @@
 #include "cuda/encodings/grid_encoding.h"
 #include "encoding_bench.h"
 #include "gpu_bench.h"
+#include "gpu_timing.h"
 #include "tinyfuse/buffer.h"
 #include "tinyfuse/random.h"
 
 namespace tinyfuse::bench {
 
 namespace {
-
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
-}
 
 json hash_grid_config(bool deterministic) {
   return {{"otype", "HashGrid"}, {"n_levels", 16}, {"n_features_per_level", 2}, {"log2_hashmap_size", 19},
@@ -82,7 +79,7 @@ EncodingResult run_case(cudaStream_t stream, uint32_t dims, bool backward, bool 
                   TensorView::matrix(g.data(), batch, w));
     }
     const TensorView ov = out.matrix(DType::F16, batch, w, stream), dv = dout.matrix(DType::F16, batch, w, stream);
-    check(cudaDeviceSynchronize(), "setup");
+    check_cuda(cudaDeviceSynchronize(), "setup");
 
     auto work = [&](int i) {
       const TensorView iv = TensorView::matrix(static_cast<char*>(inputs.data()) + in_bytes * size_t(i % buffers),
@@ -95,21 +92,21 @@ EncodingResult run_case(cudaStream_t stream, uint32_t dims, bool backward, bool 
       }
     };
     std::vector<cudaEvent_t> ev(2 * size_t(plan.repeats));
-    for (auto& e : ev) check(cudaEventCreate(&e), "cudaEventCreate");
+    for (auto& e : ev) check_cuda(cudaEventCreate(&e), "cudaEventCreate");
     int run = 0;
     for (int i = 0; i < plan.warmup; ++i) work(run++);
-    check(cudaStreamSynchronize(stream), "warm-up");
+    check_cuda(cudaStreamSynchronize(stream), "warm-up");
     for (int i = 0; i < plan.repeats; ++i) {
-      check(cudaEventRecord(ev[2 * i], stream), "cudaEventRecord");
+      check_cuda(cudaEventRecord(ev[2 * i], stream), "cudaEventRecord");
       work(run++);
-      check(cudaEventRecord(ev[2 * i + 1], stream), "cudaEventRecord");
-      if (plan.sync_each_run) check(cudaEventSynchronize(ev[2 * i + 1]), "timed run");
+      check_cuda(cudaEventRecord(ev[2 * i + 1], stream), "cudaEventRecord");
+      if (plan.sync_each_run) check_cuda(cudaEventSynchronize(ev[2 * i + 1]), "timed run");
     }
-    check(cudaStreamSynchronize(stream), "timed runs");
+    check_cuda(cudaStreamSynchronize(stream), "timed runs");
     std::vector<double> seconds;
     for (int i = 0; i < plan.repeats; ++i) {
       float ms = 0;
-      check(cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]), "cudaEventElapsedTime");
+      check_cuda(cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]), "cudaEventElapsedTime");
       seconds.push_back(ms * 1e-3);
     }
     for (auto& e : ev) cudaEventDestroy(e);
@@ -127,7 +124,7 @@ EncodingResult run_case(cudaStream_t stream, uint32_t dims, bool backward, bool 
 
 std::vector<EncodingResult> run_gpu_encoding_benchmarks(const TimingPlan& plan, const std::vector<int64_t>& batches) {
   cudaStream_t stream = nullptr;
-  check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
   std::vector<EncodingResult> out;
   for (uint32_t dims : {2u, 3u})
     for (int variant = 0; variant < 3; ++variant)  // forward, fast backward, deterministic backward

@@ -10,6 +10,10 @@
 
 namespace tinyfuse::bench {
 
+// Throws std::runtime_error naming `what` and the CUDA error unless `e` is cudaSuccess: the one
+// check of every CUDA runtime call in tinyfuse-bench.
+void check_cuda(cudaError_t e, const char* what);
+
 // `plan.warmup` runs, then `plan.repeats` runs each between its own start and stop event on
 // `stream`; work(i) queues run i (i counts warm-up runs too, so an input rotation continues).
 // With plan.sync_each_run the host waits for each run's stop event before queuing the next, and

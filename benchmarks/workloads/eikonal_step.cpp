@@ -3,6 +3,7 @@
 #include <cmath>
 
 #ifdef TINYFUSE_BENCH_CUDA
+#include "gpu_timing.h"
 #include "workloads/eikonal_loss_gpu.h"
 #endif
 
@@ -57,10 +58,6 @@ GpuMatrix gpu_matrix(const TensorView& v) {
     throw Error("the eikonal step's GPU loss takes FP32 or FP16 tensors, not " + to_string(v.dtype));
   return GpuMatrix{v.data, v.strides[0], v.dtype == DType::F16};
 }
-
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw Error(std::string(what) + ": " + cudaGetErrorString(e));
-}
 #endif
 
 EikonalStep::EikonalStep(WorkloadModel& m, int64_t batch, double eikonal_weight, Stream stream)
@@ -113,8 +110,8 @@ void EikonalStep::gradients(const TensorView& x, const TensorView& target) {
     auto* stream = static_cast<cudaStream_t>(s);
     if (target.dtype != DType::F32 || target.device != Device::CUDA)
       throw Error("the eikonal step's targets must be FP32 on the GPU");
-    check(cudaMemsetAsync(sums, 0, 2 * sizeof(double), stream), "eikonal loss");
-    check(queue_eikonal_workload_loss(n_l1_, n_eikonal, gpu_matrix(out_v_), static_cast<const float*>(target.data),
+    check_cuda(cudaMemsetAsync(sums, 0, 2 * sizeof(double), stream), "eikonal loss");
+    check_cuda(queue_eikonal_workload_loss(n_l1_, n_eikonal, gpu_matrix(out_v_), static_cast<const float*>(target.data),
                                       target.strides[0], gpu_matrix(grad_v_), weight_, m_.trainer->loss_scale(),
                                       gpu_matrix(d_out_v_), gpu_matrix(v_v_), sums, stream),
           "eikonal loss kernel");
@@ -145,10 +142,10 @@ double EikonalStep::last_loss() const {
 #ifdef TINYFUSE_BENCH_CUDA
   if (loss_on_device_) {
     double sums[2] = {0, 0};
-    check(cudaMemcpyAsync(sums, sums_dev_.data(), sizeof(sums), cudaMemcpyDeviceToHost,
+    check_cuda(cudaMemcpyAsync(sums, sums_dev_.data(), sizeof(sums), cudaMemcpyDeviceToHost,
                           static_cast<cudaStream_t>(out_v_.stream)),
           "eikonal loss read-back");
-    check(cudaStreamSynchronize(static_cast<cudaStream_t>(out_v_.stream)), "eikonal loss read-back");
+    check_cuda(cudaStreamSynchronize(static_cast<cudaStream_t>(out_v_.stream)), "eikonal loss read-back");
     const int64_t n_eikonal = batch_ - n_l1_;
     last_loss_ = (n_l1_ > 0 ? sums[0] / static_cast<double>(n_l1_) : 0.0) +
                  weight_ * (n_eikonal > 0 ? sums[1] / static_cast<double>(n_eikonal) : 0.0);

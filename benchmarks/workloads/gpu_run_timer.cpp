@@ -12,15 +12,10 @@ namespace tinyfuse::bench {
 
 namespace {
 
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess)
-    throw std::runtime_error(std::string(what) + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
-}
-
 class GpuRunTimer final : public RunTimer {
  public:
   explicit GpuRunTimer(bool sync_each_run) : sync_(sync_each_run) {
-    check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+    check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
   }
   ~GpuRunTimer() override {
     cudaStreamSynchronize(stream_);
@@ -36,7 +31,7 @@ class GpuRunTimer final : public RunTimer {
     const Timed t = time_with_events(p, stream_, work, sync_ ? after : nullptr);
     return {t.gpu, t.host};
   }
-  void settle() override { check(cudaDeviceSynchronize(), "workload set-up"); }
+  void settle() override { check_cuda(cudaDeviceSynchronize(), "workload set-up"); }
   size_t rotation_bytes() const override { return kRotationMinBytes; }
   void evict_caches() override {}
   std::string clock() const override {
