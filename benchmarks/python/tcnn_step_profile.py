@@ -108,16 +108,24 @@ print("host us per phase (queued): forward %.0f loss %.0f backward %.0f adam %.0
 print("queued: enqueue %.0f us/step, wall %.0f us/step" % (t_enq / a.steps * 1e6, t_all / a.steps * 1e6))
 result["host_us_queued"] = dict(zip(("model", "loss", "backward", "optimizer"), med))
 result["queued_us_per_step"] = {"enqueue": t_enq / a.steps * 1e6, "wall": t_all / a.steps * 1e6}
-if cuda:
+
+
+def event_median_us(work, runs):
+    """Median microseconds of work(i) for i < runs, each between its own pair of CUDA events and
+    waited for before the next (as tinyfuse-bench times a row)."""
     times = []
-    for i in range(30):
+    for i in range(runs):
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         s.record()
-        step(i)
+        work(i)
         e.record()
         e.synchronize()
         times.append(s.elapsed_time(e) * 1e3)
-    event_us = statistics.median(times)
+    return statistics.median(times)
+
+
+if cuda:
+    event_us = event_median_us(step, 30)
     print("bench-style per-step event time: median %.0f us -> %.1f M samples/s" % (event_us, n / event_us))
     result["event_us_per_step"] = event_us
     result["samples_per_second"] = n / event_us * 1e6
@@ -188,15 +196,7 @@ def graph_step_time():
     diff = max(abs(g - e) / max(abs(e), 1e-30) for g, e in zip(graph_losses, eager_losses))
     if not diff <= GRAPH_CHECK_TOLERANCE:
         raise RuntimeError(f"replays and eager steps differ by {diff:.3g} (losses {graph_losses} vs {eager_losses})")
-    times = []
-    for i in range(40):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        replay(i)
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e) * 1e3)
-    return statistics.median(times), diff
+    return event_median_us(replay, 40), diff
 
 
 # Replays against eager steps: the same first losses up to FP16 rounding and the order of the
