@@ -131,6 +131,11 @@ if cuda:
     result["samples_per_second"] = n / event_us * 1e6
 
 
+def workload_loss(x, y):
+    """The workload's loss of the model on (x, y), as step() forms it in its timed phases."""
+    return tw.eikonal_loss(model, x, y, weight) if weight is not None else loss_fn(model(x).float(), y)
+
+
 def graph_step_time():
     """The whole step captured in one CUDA graph on static tensors (PyTorch's whole-network recipe:
     warm-up on a side stream, capture, replay), Adam with capturable=True. Checked first: from the
@@ -149,10 +154,7 @@ def graph_step_time():
 
     def graph_body():
         gopt.zero_grad(set_to_none=False)
-        if weight is not None:
-            gloss = tw.eikonal_loss(model, sx, sy, weight)
-        else:
-            gloss = loss_fn(model(sx).float(), sy)
+        gloss = workload_loss(sx, sy)
         gloss.backward(inputs=params)
         gopt.step()
         return gloss
@@ -189,7 +191,7 @@ def graph_step_time():
     for i in range(GRAPH_CHECK_STEPS):
         x, y = data[i % len(data)]
         eopt.zero_grad(set_to_none=True)
-        eloss = tw.eikonal_loss(model, x, y, weight) if weight is not None else loss_fn(model(x).float(), y)
+        eloss = workload_loss(x, y)
         eloss.backward(inputs=params)
         eopt.step()
         eager_losses.append(eloss.item())
