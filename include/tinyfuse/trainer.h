@@ -53,6 +53,9 @@ class Trainer {
   void set_params_host(const std::vector<float>& params);
 
   TensorView params() const;
+  // The FP32 master parameters themselves, on the model's device and the stream of the last batch
+  // (what the optimizer updates; params() is their copy in the compute dtype).
+  TensorView master_params() const;
   TensorView inference_params() const;
   TensorView gradients() const;
 

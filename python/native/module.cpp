@@ -12,6 +12,7 @@
 #include "jobs/loss_plot.h"
 #include "jobs/test_pattern.h"
 #include "native_object.h"
+#include "native_trainer.h"
 #include "tinyfuse/buffer.h"
 #include "tinyfuse/factory.h"
 
@@ -20,6 +21,7 @@ using namespace tinyfuse;
 using tinyfuse::python::Address;
 using tinyfuse::python::NativeContext;
 using tinyfuse::python::NativeObject;
+using tinyfuse::python::NativeTrainer;
 
 namespace {
 
@@ -188,6 +190,27 @@ NB_MODULE(_native, m) {
   object_class.def("time_inference", &NativeObject::time_inference, nb::call_guard<nb::gil_scoped_release>())
       .def("time_training", &NativeObject::time_training, nb::call_guard<nb::gil_scoped_release>());
 #endif
+
+  // tinyfuse.tcnn.FusedTrainer's half: the C++ Trainer on an object of its own (native_trainer.h).
+  nb::class_<NativeTrainer>(m, "Trainer")
+      .def(
+          "__init__",
+          [](NativeTrainer* t, const NativeObject& model, const std::string& loss, const std::string& optimizer,
+             float loss_scale) {
+            new (t) NativeTrainer(model, config_arg(loss, "loss"), config_arg(optimizer, "optimizer"), loss_scale);
+          },
+          nb::arg("model"), nb::arg("loss"), nb::arg("optimizer"), nb::arg("loss_scale"))
+      .def_prop_ro("n_params", &NativeTrainer::n_params)
+      .def_prop_ro("loss_scale", &NativeTrainer::loss_scale)
+      .def("set_params_host", &NativeTrainer::set_params_host, nb::call_guard<nb::gil_scoped_release>())
+      .def(
+          "step",
+          [](NativeTrainer& t, Address input, int input_dtype, Address target, int64_t rows, Address stream,
+             Address params_out, bool checked) {
+            return t.step(input, dtype_code(input_dtype), target, rows, stream, params_out, checked);
+          },
+          nb::call_guard<nb::gil_scoped_release>())
+      .def("last_loss", &NativeTrainer::last_loss, nb::call_guard<nb::gil_scoped_release>());
 
   // tiny-cuda-nn's Python Network: any input width, padded to the network's alignment.
   m.def("create_network",

@@ -26,6 +26,7 @@ class NativeObject {
   explicit NativeObject(std::shared_ptr<DifferentiableObject> object);
 
   const DifferentiableObject& object() const { return *object_; }
+  std::shared_ptr<DifferentiableObject> shared_object() const { return object_; }
 
   // FP32 initial parameters (PCG32 from `seed`, as the C++ Trainer) into host memory of n_params() floats.
   void initial_params(uint64_t seed, Address host_f32, float scale) const;

@@ -76,6 +76,9 @@ MemoryPlan Trainer::memory_plan() const {
 }
 
 TensorView Trainer::params() const { return params_.vector(model_->param_dtype(), static_cast<int64_t>(model_->n_params())); }
+TensorView Trainer::master_params() const {
+  return master_.vector(DType::F32, static_cast<int64_t>(model_->n_params()), stream_);
+}
 TensorView Trainer::gradients() const { return gradients_.vector(model_->param_dtype(), static_cast<int64_t>(model_->n_params())); }
 TensorView Trainer::inference_params() const {
   return optimizer_->has_inference_params() ? inference_params_.vector(model_->param_dtype(), static_cast<int64_t>(model_->n_params()))

@@ -7,6 +7,9 @@ README's Python section.
 
 from .modules import *  # noqa: F401,F403
 from .modules import __all__  # noqa: F401
+from .trainer import FusedTrainer  # noqa: F401
+
+__all__ = [*__all__, "FusedTrainer"]
 
 
 def __getattr__(name):  # module attributes computed when read (system_compute_capability)
