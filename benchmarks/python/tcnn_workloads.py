@@ -18,7 +18,12 @@ tinyfuse-bench's C++ figure of the same run, how much the Python layer costs (go
 "tinycudann" and, with --jit-fusion on, "tinycudann-jit") fills the upstream tiny-cuda-nn columns
 on a GPU where upstream's own programs do not cover a row (scripts/gpu/tinyfuse-gpu workloads).
 
-Usage: tcnn_workloads.py [--module tinyfuse.tcnn|tinycudann] [--jit-fusion on|off] [--device cpu|cuda]
+--fused-trainer (tinyfuse.tcnn only; variant "tinyfuse.tcnn-fused"): the training rows step with
+tinyfuse.tcnn.FusedTrainer (the config's loss and optimizer in tinyfuse's C++ Trainer, one native
+call per step, unchecked as torch.optim's steps are) instead of a PyTorch loss and torch.optim.Adam.
+It trains one module: W3's three joined modules and W4e's eikonal step are rows that say so.
+
+Usage: tcnn_workloads.py [--module tinyfuse.tcnn|tinycudann] [--jit-fusion on|off] [--fused-trainer] [--device cpu|cuda]
                          [--workloads W1,W3] [--batches 18] [--modes training] [--quick]
                          [--eikonal-gradient analytic|fd] --out F.json
 """
@@ -49,12 +54,36 @@ def tcnn_model(tcnn, spec, device, jit_fusion):
     return model.to(device)
 
 
+def fused_step(tcnn):
+    """run_workload's fused_step for tinyfuse.tcnn.FusedTrainer."""
+    def make(model, spec):
+        if not isinstance(model, tcnn.Module):
+            raise tcnn.UnsupportedError("FusedTrainer trains one module; this workload joins several")
+        if tw.eikonal_weight(spec) is not None:
+            raise tcnn.UnsupportedError("FusedTrainer's step is supervised (loss on the output); the eikonal "
+                                        "step differentiates the input gradient")
+        cfg = spec["config"]
+        trainer = tcnn.FusedTrainer(model, cfg["loss"], cfg["optimizer"])
+
+        class LastLoss:
+            item = staticmethod(trainer.loss)
+
+        def step(x, y):
+            trainer.step(x, y, check=False)
+            return LastLoss
+        return step
+    return make
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     tw.common_arguments(p)
     p.add_argument("--module", default="tinyfuse.tcnn", choices=("tinyfuse.tcnn", "tinycudann"))
     p.add_argument("--jit-fusion", default="off", choices=("on", "off"))
+    p.add_argument("--fused-trainer", action="store_true", help="train with tinyfuse.tcnn.FusedTrainer")
     a = p.parse_args()
+    if a.fused_trainer and a.module != "tinyfuse.tcnn":
+        raise SystemExit("--fused-trainer: tinyfuse.tcnn only (tinycudann has no such trainer)")
     device, specs, override, modes, warmup, repeats = tw.plan(a)
     tcnn = importlib.import_module(a.module)
     jit = a.jit_fusion == "on"
@@ -62,6 +91,8 @@ def main():
         raise SystemExit(f"--jit-fusion on: {a.module}.supports_jit_fusion() is False here")
     if a.module == "tinyfuse.tcnn":
         variant, via = "tinyfuse.tcnn", "tinyfuse.tcnn"
+        if a.fused_trainer:
+            variant, via = "tinyfuse.tcnn-fused", "tinyfuse.tcnn.FusedTrainer"
     else:
         variant, via = ("tinycudann-jit" if jit else "tinycudann"), f"tinycudann Python, JIT fusion {a.jit_fusion}"
     doc = tw.header("tcnn_workloads.py", device)
@@ -69,7 +100,8 @@ def main():
     for spec in specs:
         records = tw.run_workload(spec, lambda s, dev: tcnn_model(tcnn, s, dev, jit),
                                   tw.variant_name(variant, spec, a.eikonal_gradient), device, tw.default_batches(spec, device, override), modes, warmup, repeats,
-                                  log=lambda s: print(s, file=sys.stderr, flush=True), eikonal_gradient=a.eikonal_gradient)
+                                  log=lambda s: print(s, file=sys.stderr, flush=True), eikonal_gradient=a.eikonal_gradient,
+                                  fused_step=fused_step(tcnn) if a.fused_trainer else None)
         for r in records:
             r["via"] = via
         doc["results"] += records

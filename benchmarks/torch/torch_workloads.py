@@ -355,11 +355,13 @@ class Timer:
 
 
 def run_workload(spec, build, variant, device, batches, modes, warmup, repeats, compiled=False, amp=False,
-                 seed=1337, log=print, eikonal_gradient="analytic"):
+                 seed=1337, log=print, eikonal_gradient="analytic", fused_step=None):
     """The rows of one workload for one implementation: `build(spec, device)` gives the model (a
     torch.nn.Module); training rows first (a fresh model each), then inference on the last trained
     model. Returns the JSON records. An eikonal workload's step takes grad_x f by double backward
-    (eikonal_gradient "analytic") or by central differences ("fd", eikonal_loss_fd)."""
+    (eikonal_gradient "analytic") or by central differences ("fd", eikonal_loss_fd).
+    `fused_step(model, spec)`, when given, replaces the PyTorch loss and optimizer: it returns a
+    step function of (x, y) whose result has .item() (the step's loss, read after the timing)."""
     if eikonal_gradient not in ("analytic", "fd"):
         raise ValueError(f"eikonal_gradient: {eikonal_gradient!r} (analytic, fd)")
     fd = eikonal_gradient == "fd"
@@ -400,6 +402,7 @@ def run_workload(spec, build, variant, device, batches, modes, warmup, repeats, 
                     continue
                 if mode == "training":
                     model = build(spec, device)
+                    trainer_step = fused_step(model, spec) if fused_step is not None else None
                     opt = adam_optimizer(model.parameters(), opt_cfg)
                     scaler = torch.amp.GradScaler("cuda", enabled=amp)
 
@@ -421,8 +424,11 @@ def run_workload(spec, build, variant, device, batches, modes, warmup, repeats, 
                     # parameters only, as tinyfuse's step (no dL/dx through the double backward).
                     params = list(model.parameters()) if weight is not None and not fd else None
 
-                    def step(i, fl=fl, opt=opt, scaler=scaler, data=data, params=params):
+                    def step(i, fl=fl, opt=opt, scaler=scaler, data=data, params=params, trainer_step=trainer_step):
                         x, y = data[i % len(data)]
+                        if trainer_step is not None:
+                            holder["loss"] = trainer_step(x, y)
+                            return
                         with autocast():
                             loss = fl(x, y)
                         opt.zero_grad(set_to_none=True)
