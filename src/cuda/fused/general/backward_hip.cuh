@@ -9,10 +9,10 @@
 // forward (forward_hip.cuh): an AMD accumulator's layout is not the next product's A layout, so dZ
 // does not stay in registers as the next product's A operand. Each wave keeps its rows' dZ in an
 // LDS buffer instead: the output layer's dZ is built there 16 columns at a time; a hidden layer's
-// epilogue writes dZ from the dY accumulators' registers over the buffer (last read by the product
-// that made those accumulators). The weights are the B operand as stored (k = the layer's output
-// rows): product_untransposed. LDS per block: the weights, then per wave kRows dZ rows (WIDTH +
-// kSmemPad wide).
+// epilogue writes dY from the accumulators' registers over the buffer (last read by the product
+// that made those accumulators), then turns it into dZ in place in memory order. The weights are
+// the B operand as stored (k = the layer's output rows): product_untransposed. LDS per block: the
+// weights, then per wave kRows dZ rows (WIDTH + kSmemPad wide).
 #pragma once
 
 #include "cuda/fused/kernel_common.cuh"
@@ -85,20 +85,37 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kMaxWarpSize)
     for (int l = s.n_hidden - 1; l >= 0; --l) {
       const T* saved = args.hidden_deriv ? static_cast<const T*>(args.hidden_deriv) + l * mat : nullptr;
       T* dz_l = dz_base ? dz_base + l * mat : nullptr;
+      // dY (rounded to T) into the rows from the registers that hold it: LDS offsets only, the
+      // lane taken per layer (lane_this_iteration) so they are not hoisted out of the loops.
+      const int layer_lane = lane_this_iteration();
 #pragma unroll
       for (int m = 0; m < MT; ++m)
 #pragma unroll
         for (int n = 0; n < NB; ++n)
-          for_each_element(acc[m][n], [&](int r, int c, float v) {
-            const int rr = m * kFrag + r, col = n * kFrag + c;
-            const int64_t row = row0 + rr;
-            float d = round_to<T>(v);  // dY; zero past the batch (its dZ rows are zeros)
-            if (s.act != Activation::None && row < batch)
-              d *= derivative_from_saved(s.act, to_float(saved[row * WIDTH + col]), s.hidden_deriv_is_y);
-            const T dz = from_float<T>(d);
-            dz_rows[rr * ld + col] = dz;
-            if (dz_l && row < batch) dz_l[row * WIDTH + col] = dz;
+          for_each_element(acc[m][n], layer_lane, [&](int r, int c, float v) {
+            dz_rows[(m * kFrag + r) * ld + n * kFrag + c] = from_float<T>(v);
           });
+      // dZ = round(dY * act') in place, in a rolled loop over the rows in memory order: global
+      // offsets are one running index from the wave's first row, so no per-element address
+      // outlives an iteration (built from the accumulator layout, the compiler hoisted them all
+      // out of the tile loop and spilled). Rows past the batch keep dY (zeros).
+      if (s.act != Activation::None || dz_l) {
+        wave_sync();  // every lane's dY is in LDS before lanes read each other's
+        const int64_t first = row0 * WIDTH;  // the wave's first element in a dense hidden matrix
+        const int n_valid = static_cast<int>(min(max(mat - first, int64_t{0}), int64_t{Tl::kRows * WIDTH}));
+        const T* saved_rows = saved ? saved + first : nullptr;
+        T* dz_out_rows = dz_l ? dz_l + first : nullptr;
+#pragma unroll 1
+        for (int i = lane; i < n_valid; i += kWarpSize) {
+          T& slot = dz_rows[(i / WIDTH) * ld + i % WIDTH];
+          float d = to_float(slot);
+          if (s.act != Activation::None)
+            d *= derivative_from_saved(s.act, to_float(saved_rows[i]), s.hidden_deriv_is_y);
+          const T dz = from_float<T>(d);
+          slot = dz;
+          if (dz_out_rows) dz_out_rows[i] = dz;
+        }
+      }
       wave_sync();  // the dZ rows are complete before the product reads them
       if (!s.resident) stage_one_layer<WIDTH>(smem, weights, s, l);
       const T* w = smem + layer_smem_offset(WIDTH, s, l);
@@ -114,9 +131,12 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kMaxWarpSize)
           FragAcc o[MT][1];
           zero(o);
           product_untransposed<T, MT, 1>(o, dz_rows, ld, w + c0, in_stride, WIDTH);
+          // The lane taken per chunk: otherwise every element's row x ld_din (64-bit) is hoisted
+          // out of the tile loop, filling RDNA's 256 VGPRs at 16 and 32 wide.
+          const int chunk_lane = lane_this_iteration();
 #pragma unroll
           for (int m = 0; m < MT; ++m)
-            for_each_element(o[m][0], [&](int r, int c, float v) {
+            for_each_element(o[m][0], chunk_lane, [&](int r, int c, float v) {
               const int64_t row = row0 + m * kFrag + r;
               if (row < batch) din[row * args.ld_din + c0 + c] = from_float<T>(v);
             });
