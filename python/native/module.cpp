@@ -196,10 +196,11 @@ NB_MODULE(_native, m) {
       .def(
           "__init__",
           [](NativeTrainer* t, const NativeObject& model, const std::string& loss, const std::string& optimizer,
-             float loss_scale) {
-            new (t) NativeTrainer(model, config_arg(loss, "loss"), config_arg(optimizer, "optimizer"), loss_scale);
+             float loss_scale, const std::string& config) {
+            new (t) NativeTrainer(model, config_arg(loss, "loss"), config_arg(optimizer, "optimizer"), loss_scale,
+                                  config_arg(config, "trainer"));
           },
-          nb::arg("model"), nb::arg("loss"), nb::arg("optimizer"), nb::arg("loss_scale"))
+          nb::arg("model"), nb::arg("loss"), nb::arg("optimizer"), nb::arg("loss_scale"), nb::arg("config"))
       .def_prop_ro("n_params", &NativeTrainer::n_params)
       .def_prop_ro("loss_scale", &NativeTrainer::loss_scale)
       .def("set_params_host", &NativeTrainer::set_params_host, nb::call_guard<nb::gil_scoped_release>())
@@ -210,7 +211,10 @@ NB_MODULE(_native, m) {
             return t.step(input, dtype_code(input_dtype), target, rows, stream, params_out, checked);
           },
           nb::call_guard<nb::gil_scoped_release>())
-      .def("last_loss", &NativeTrainer::last_loss, nb::call_guard<nb::gil_scoped_release>());
+      .def("last_loss", &NativeTrainer::last_loss, nb::call_guard<nb::gil_scoped_release>())
+      .def("copy_params", &NativeTrainer::copy_params, nb::call_guard<nb::gil_scoped_release>())
+      .def("save", &NativeTrainer::save, nb::call_guard<nb::gil_scoped_release>())
+      .def("load", &NativeTrainer::load, nb::call_guard<nb::gil_scoped_release>());
 
   // tiny-cuda-nn's Python Network: any input width, padded to the network's alignment.
   m.def("create_network",

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "tinyfuse/buffer.h"
+#include "tinyfuse/checkpoint.h"
 #include "tinyfuse/errors.h"
 #include "tinyfuse/factory.h"
 
@@ -23,12 +24,15 @@ BuildOptions options_for(const DifferentiableObject& model) {
 
 }  // namespace
 
-NativeTrainer::NativeTrainer(const NativeObject& model, const json& loss, const json& optimizer, float loss_scale) {
+NativeTrainer::NativeTrainer(const NativeObject& model, const json& loss, const json& optimizer, float loss_scale,
+                             json config) {
   const BuildOptions o = options_for(model.object());
-  std::shared_ptr<Loss> l = create_loss(loss, o);
-  std::shared_ptr<Optimizer> opt = create_optimizer(optimizer, o);
-  trainer_ = std::make_unique<Trainer>(model.shared_object(), std::move(opt), std::move(l));
-  trainer_->set_loss_scale(loss_scale);
+  model_.loss = create_loss(loss, o);
+  model_.optimizer = create_optimizer(optimizer, o);
+  model_.network = model.shared_object();
+  model_.trainer = std::make_shared<Trainer>(model_.network, model_.optimizer, model_.loss);
+  model_.trainer->set_loss_scale(loss_scale);
+  model_.config = std::move(config);
 }
 
 int64_t NativeTrainer::n_params() const { return static_cast<int64_t>(trainer().model().n_params()); }
@@ -55,12 +59,31 @@ float NativeTrainer::step(Address input, DType input_dtype, Address target, int6
     loss = trainer().training_step(in, tgt);
   else
     trainer().training_step_async(in, tgt);
-  if (params_out && n_params() > 0) {
-    const TensorView master = trainer().master_params();
-    copy_tensor(TensorView::matrix(as_pointer(params_out), DType::F32, model.device(), 1, n_params(), s),
-                TensorView::matrix(master.data, DType::F32, model.device(), 1, n_params(), s));
-  }
+  if (params_out) copy_params_locked(params_out, s);
   return loss;
+}
+
+void NativeTrainer::copy_params_locked(Address dst, Stream s) const {
+  if (n_params() == 0) return;
+  const Device dev = trainer().model().device();
+  const TensorView master = trainer().master_params();
+  copy_tensor(TensorView::matrix(as_pointer(dst), DType::F32, dev, 1, n_params(), s),
+              TensorView::matrix(master.data, DType::F32, dev, 1, n_params(), s));
+}
+
+void NativeTrainer::copy_params(Address dst, Address stream) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  copy_params_locked(dst, reinterpret_cast<Stream>(stream));
+}
+
+void NativeTrainer::save(const std::string& path) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  save_checkpoint(path, model_);
+}
+
+void NativeTrainer::load(const std::string& path) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  load_checkpoint(path, model_);
 }
 
 float NativeTrainer::last_loss() const {

@@ -6,7 +6,10 @@
 #include <memory>
 #include <mutex>
 
+#include <string>
+
 #include "native_object.h"
+#include "tinyfuse/factory.h"
 #include "tinyfuse/trainer.h"
 
 namespace tinyfuse::python {
@@ -14,11 +17,12 @@ namespace tinyfuse::python {
 class NativeTrainer {
  public:
   // `model` must be an object no module calls (the trainer points it at its own parameters once);
-  // loss and optimizer are built for its device.
-  NativeTrainer(const NativeObject& model, const json& loss, const json& optimizer, float loss_scale);
+  // loss and optimizer are built for its device. `config` is what checkpoints record and compare
+  // (the Python side's loss, optimizer and module configs).
+  NativeTrainer(const NativeObject& model, const json& loss, const json& optimizer, float loss_scale, json config);
 
   int64_t n_params() const;
-  float loss_scale() const { return trainer_->loss_scale(); }
+  float loss_scale() const { return trainer().loss_scale(); }
 
   // The FP32 master parameters from host memory (n_params() floats); a non-finite value is
   // refused with nothing changed.
@@ -35,10 +39,19 @@ class NativeTrainer {
   // The last step's loss (waits for it).
   float last_loss() const;
 
- private:
-  Trainer& trainer() const { return *trainer_; }
+  // The FP32 master parameters copied to `dst` (n_params() floats on the model's device), on `stream`.
+  void copy_params(Address dst, Address stream) const;
 
-  std::unique_ptr<Trainer> trainer_;
+  // Checkpoints (tinyfuse/checkpoint.h): parameters, optimizer state and loss scale; a load checks
+  // everything first (file, config, sizes) and changes nothing on an error.
+  void save(const std::string& path) const;
+  void load(const std::string& path);
+
+ private:
+  Trainer& trainer() const { return *model_.trainer; }
+  void copy_params_locked(Address dst, Stream stream) const;
+
+  Model model_;  // loss, optimizer, object, trainer and config, as checkpoints take them
   mutable std::mutex mutex_;
 };
 

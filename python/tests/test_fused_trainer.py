@@ -111,6 +111,49 @@ def test_a_graph_built_before_a_step_refuses_its_backward():
         out.sum().backward()
 
 
+def test_a_checkpoint_resumes_the_same_trajectory(tmp_path):
+    torch.manual_seed(5)
+    batches = [(torch.rand(256, 2), torch.rand(256, 3)) for _ in range(6)]
+    adam = {"otype": "Adam", "learning_rate": 1e-2, "beta1": 0.9, "beta2": 0.99}
+
+    def trainer_of(seed):
+        model = tcnn.NetworkWithInputEncoding(2, 3, GRID, FUSED, seed=seed)
+        return model, tcnn.FusedTrainer(model, {"otype": "RelativeL2"}, adam)
+
+    model, trainer = trainer_of(7)
+    for x, t in batches[:3]:
+        trainer.step(x, t)
+    trainer.save(tmp_path / "run.tfz")
+    for x, t in batches[3:]:
+        trainer.step(x, t)
+    # Another model (other initial values) resumes from the file: parameters and Adam's moments.
+    resumed_model, resumed = trainer_of(8)
+    resumed.load(tmp_path / "run.tfz")
+    for x, t in batches[3:]:
+        resumed.step(x, t)
+    assert torch.equal(resumed_model.params, model.params)
+
+
+def test_a_bad_checkpoint_changes_nothing(tmp_path):
+    net = tcnn.Network(3, 2, MLP, seed=13)
+    trainer = tcnn.FusedTrainer(net, {"otype": "L2"}, {"otype": "Adam", "learning_rate": 1e-2})
+    trainer.step(torch.rand(64, 3), torch.rand(64, 2))
+    trainer.save(tmp_path / "a.tfz")
+    other = tcnn.FusedTrainer(tcnn.Network(3, 2, MLP, seed=13), {"otype": "L2"}, {"otype": "SGD"})
+    with pytest.raises(tinyfuse.Error, match="optimizer|config"):
+        other.load(tmp_path / "a.tfz")
+    data = (tmp_path / "a.tfz").read_bytes()
+    (tmp_path / "cut.tfz").write_bytes(data[:len(data) // 2])
+    before = net.params.detach().clone()
+    with pytest.raises(tinyfuse.Error):
+        trainer.load(tmp_path / "cut.tfz")
+    with pytest.raises(tinyfuse.Error):
+        trainer.load(tmp_path / "missing.tfz")
+    assert torch.equal(net.params.detach(), before)
+    trainer.load(tmp_path / "a.tfz")  # the good file still loads
+    assert torch.equal(net.params.detach(), before)
+
+
 def test_bad_arguments_are_clear_errors():
     net = tcnn.Network(3, 2, MLP, seed=11)
     with pytest.raises(TypeError, match="tinyfuse.tcnn module"):

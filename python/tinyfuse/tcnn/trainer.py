@@ -60,10 +60,21 @@ class FusedTrainer:
         with torch.cuda.device(index) if index is not None else contextlib.nullcontext():
             self._backend = Backend(module._build(device, _native.DTYPE_F32), index)
             self._native = _native.Trainer(self._backend.native, json.dumps(loss), json.dumps(optimizer),
-                                           float(module.loss_scale if loss_scale is None else loss_scale))
+                                           float(module.loss_scale if loss_scale is None else loss_scale),
+                                           json.dumps(self._checkpoint_config(module, loss, optimizer)))
         self.loss_config, self.optimizer_config = loss, optimizer
         self._seen = None  # (params tensor, its version) last copied into or out of the trainer
         self._take_module_params()
+
+    @staticmethod
+    def _checkpoint_config(module, loss, optimizer):
+        """What checkpoints record and a load compares: tiny-cuda-nn's config sections and the widths."""
+        config = {"module": type(module).__name__, "n_input_dims": module.n_input_dims,
+                  "n_output_dims": module.n_output_dims, "loss": loss, "optimizer": optimizer}
+        for key in ("encoding_config", "network_config"):
+            if isinstance(getattr(module, key, None), dict):
+                config[key.split("_")[0]] = getattr(module, key)
+        return config
 
     @property
     def batch_granularity(self):
@@ -110,10 +121,8 @@ class FusedTrainer:
         if rows == 0 or rows % g:
             raise ShapeError(f"{name}: the batch must be a positive multiple of {g} (the model's granularity, as "
                              f"tiny-cuda-nn's Trainer asks), got {rows}")
+        self._sync_in()
         p = module.params
-        if self._seen is None or self._seen[0] is not p or self._seen[1] != p._version:
-            self._take_module_params()
-            p = module.params
         xb = x.to(self._backend.input_dtype).contiguous()
         tb = target.to(torch.float32).contiguous()
         stream = cuda_stream(self._backend.cuda_index) if self._backend.cuda_index is not None else 0
@@ -130,4 +139,30 @@ class FusedTrainer:
     def loss(self):
         """The last step's mean loss over the batch (waits for it)."""
         return float(self._native.last_loss())
+
+    def save(self, path):
+        """Writes a checkpoint (docs/CHECKPOINTS.md): the configs, the FP32 master parameters, the
+        optimizer state and the loss scale, atomically (a failed save leaves an earlier file)."""
+        self._sync_in()
+        self._native.save(str(path))
+
+    def load(self, path):
+        """Loads a checkpoint written by ``save`` for the same configs into the trainer and
+        ``module.params``. Everything is checked first; on an error (another config, a truncated
+        or edited file) tinyfuse.Error names it and nothing changes."""
+        self._sync_in()
+        self._native.load(str(path))
+        p = self.module.params
+        stream = cuda_stream(self._backend.cuda_index) if self._backend.cuda_index is not None else 0
+        with self._backend.device_guard():
+            self._native.copy_params(p.data_ptr(), stream)
+        if _increment_version is not None:
+            _increment_version(p)
+        self._seen = (p, p._version)
+
+    def _sync_in(self):
+        """Takes up parameters changed outside since the last step."""
+        p = self.module.params
+        if self._seen is None or self._seen[0] is not p or self._seen[1] != p._version:
+            self._take_module_params()
 
