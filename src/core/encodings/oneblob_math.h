@@ -54,6 +54,20 @@ TF_HOST_DEVICE inline T oneblob_wrapped_pdf(T b, T x, T inv_radius) {
   return quartic_pdf(t - T(1), inv_radius) + quartic_pdf(t, inv_radius) + quartic_pdf(t + T(1), inv_radius);
 }
 
+// Features [k0, k0 + kCount) of x into out (a fixed count, so that out stays in registers) with
+// oneblob_encode's expressions (its first boundary is the one the whole loop reaches it with,
+// T(k0) / n); those past n_bins are computed and meaningless.
+template <uint32_t kCount, typename T>
+TF_HOST_DEVICE inline void oneblob_encode_chunk(uint32_t n_bins, T x, uint32_t k0, T (&out)[kCount]) {
+  const T n = T(n_bins);
+  T left = oneblob_wrapped_cdf(T(k0) / n, x, n);
+  for (uint32_t j = 0; j < kCount; ++j) {
+    const T right = oneblob_wrapped_cdf(T(k0 + j + 1) / n, x, n);
+    out[j] = right - left;
+    left = right;
+  }
+}
+
 // Writes the n_bins features of x to out[0 .. n_bins).
 template <typename T, typename Out>
 TF_HOST_DEVICE inline void oneblob_encode(uint32_t n_bins, T x, Out out) {

@@ -8,10 +8,14 @@ namespace tinyfuse::cuda {
 namespace {
 
 struct OneBlobOp {
+  static constexpr bool kEncodesRanges = true;  // n_bins features per input: rowwise.cuh splits them
   uint32_t n_bins;
   template <typename Out>
   __device__ void encode(const float* x, Out out) const {
     oneblob_encode(n_bins, x[0], out);
+  }
+  __device__ void encode_chunk(const float* x, uint32_t k0, float (&out)[kOutputChunk]) const {
+    oneblob_encode_chunk(n_bins, x[0], k0, out);
   }
   template <typename In>
   __device__ void backward(const float* x, In dL_dout, float* dx) const {
