@@ -37,6 +37,17 @@ inline gpuStream_t stream_of(Stream s) { return s ? static_cast<gpuStream_t>(s) 
 
 constexpr int kThreadsPerBlock = 256;
 
+// On a kernel always launched with kThreadsPerBlock threads (blocks_for): under HIP, clang then
+// sizes its register budget for 256 threads instead of its default of 1024 (128 VGPRs a lane on
+// wave64 targets, fewer than the lane has), so heavy kernels keep their values in registers
+// rather than spilling them to scratch. Nothing under CUDA, where the limit is 255 registers a
+// thread either way.
+#if defined(TINYFUSE_WITH_HIP)
+#define TF_HIP_DEFAULT_BLOCK_BOUNDS __launch_bounds__(kThreadsPerBlock)
+#else
+#define TF_HIP_DEFAULT_BLOCK_BOUNDS
+#endif
+
 // 16-byte copies (cp.async, vector loads and stores) need 16-byte aligned addresses; for rows of
 // 16-bit elements every row starts aligned when the first does and the row stride is a multiple of 8.
 inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }

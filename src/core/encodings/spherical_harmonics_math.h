@@ -13,6 +13,10 @@
 // (x = 2u - 1) before calling these; that mapping lives with the caller.
 // `out` and `dL_dout` are pointers or anything indexed like them (the GPU kernels pass
 // accessors that convert to and from half precision).
+// `degree` is a uint32_t (the CPU) or a std::integral_constant<uint32_t, D> (the GPU kernels, one
+// per degree): there every loop bound is a compile-time constant, the loops unroll and the arrays
+// below are indexed by constants only, so they stay in registers instead of local / private
+// memory. The operations and their order are the same either way.
 #pragma once
 
 #include <cmath>
@@ -20,21 +24,49 @@
 
 #include "core/activation_math.h"  // TF_HOST_DEVICE
 
+// Device code: full unrolling, and TF_SH_OPAQUE(v), which hands the compiler v as a run-time
+// value (an empty asm statement: no instruction). Each entry of the arrays below goes through it
+// when written, as it went through memory when the loops were run-time ones: unrolled, entries
+// such as q[1][1] = 1 or re[0] = 1 would otherwise be constants, folded away (x * 1 -> x), and
+// the fused multiply-adds the compiler forms around them would change, and with them the last
+// bit of the results. Host code (degree a run-time value, no contraction): both do nothing.
+// (Defined beforehand, both are kept: a host-side emulation of the device build defines them.)
+#if !defined(TF_SH_UNROLL)
+#if defined(__CUDA_ARCH__)
+#define TF_SH_UNROLL _Pragma("unroll")
+#define TF_SH_OPAQUE(v) asm("" : "+f"(v))
+#elif defined(__HIP_DEVICE_COMPILE__)
+#define TF_SH_UNROLL _Pragma("unroll")
+#define TF_SH_OPAQUE(v) asm("" : "+v"(v))
+#else
+#define TF_SH_UNROLL
+#define TF_SH_OPAQUE(v) ((void)0)
+#endif
+#endif
+
 namespace tinyfuse {
 
 constexpr uint32_t kMaxShDegree = 8;
 
 // q[m][l] = Q_l^m(z) for m <= l < degree (from the associated Legendre recurrence, which holds
 // for these polynomial parts as for P_l^m); entries with m > l are left unset.
-template <typename T>
-TF_HOST_DEVICE inline void sh_legendre_parts(uint32_t degree, T z, T (&q)[kMaxShDegree][kMaxShDegree]) {
+template <typename T, typename Degree>
+TF_HOST_DEVICE inline void sh_legendre_parts(Degree degree, T z, T (&q)[kMaxShDegree][kMaxShDegree]) {
   T diagonal = T(1);  // (2m-1)!!
+  TF_SH_UNROLL
   for (uint32_t m = 0; m < degree; ++m) {
     if (m > 0) diagonal *= T(2 * m - 1);
     q[m][m] = diagonal;
-    if (m + 1 < degree) q[m][m + 1] = T(2 * m + 1) * z * diagonal;
-    for (uint32_t l = m + 1; l + 1 < degree; ++l)
+    TF_SH_OPAQUE(q[m][m]);
+    if (m + 1 < degree) {
+      q[m][m + 1] = T(2 * m + 1) * z * diagonal;
+      TF_SH_OPAQUE(q[m][m + 1]);
+    }
+    TF_SH_UNROLL
+    for (uint32_t l = m + 1; l + 1 < degree; ++l) {
       q[m][l + 1] = (T(2 * l + 1) * z * q[m][l] - T(l + m) * q[m][l - 1]) / T(l - m + 1);
+      TF_SH_OPAQUE(q[m][l + 1]);
+    }
   }
 }
 
@@ -43,31 +75,39 @@ template <typename T>
 TF_HOST_DEVICE inline T sh_signed_norm(uint32_t l, uint32_t m) {
   using std::sqrt;
   T r = T(2 * l + 1) / (T(4) * T(3.14159265358979323846));
+  TF_SH_UNROLL
   for (uint32_t k = l - m + 1; k <= l + m; ++k) r /= T(k);
   if (m > 0) r *= T(2);
   return (m & 1u) ? -sqrt(r) : sqrt(r);
 }
 
 // Re and Im of (x + iy)^m for m < degree.
-template <typename T>
-TF_HOST_DEVICE inline void sh_azimuthal_parts(uint32_t degree, T x, T y, T (&re)[kMaxShDegree], T (&im)[kMaxShDegree]) {
+template <typename T, typename Degree>
+TF_HOST_DEVICE inline void sh_azimuthal_parts(Degree degree, T x, T y, T (&re)[kMaxShDegree], T (&im)[kMaxShDegree]) {
   re[0] = T(1);
   im[0] = T(0);
+  TF_SH_OPAQUE(re[0]);
+  TF_SH_OPAQUE(im[0]);
+  TF_SH_UNROLL
   for (uint32_t m = 1; m < degree; ++m) {
     re[m] = x * re[m - 1] - y * im[m - 1];
     im[m] = x * im[m - 1] + y * re[m - 1];
+    TF_SH_OPAQUE(re[m]);
+    TF_SH_OPAQUE(im[m]);
   }
 }
 
 // Writes the degree^2 features of direction (x, y, z) to out. degree in [1, kMaxShDegree].
-template <typename T, typename Out>
-TF_HOST_DEVICE inline void sh_encode(uint32_t degree, T x, T y, T z, Out out) {
+template <typename T, typename Degree, typename Out>
+TF_HOST_DEVICE inline void sh_encode(Degree degree, T x, T y, T z, Out out) {
   T q[kMaxShDegree][kMaxShDegree], re[kMaxShDegree], im[kMaxShDegree];
   sh_legendre_parts(degree, z, q);
   sh_azimuthal_parts(degree, x, y, re, im);
+  TF_SH_UNROLL
   for (uint32_t l = 0; l < degree; ++l) {
     const uint32_t centre = l * l + l;
     out[centre] = sh_signed_norm<T>(l, 0) * q[0][l];
+    TF_SH_UNROLL
     for (uint32_t m = 1; m <= l; ++m) {
       const T radial = sh_signed_norm<T>(l, m) * q[m][l];
       out[centre + m] = radial * re[m];
@@ -77,16 +117,18 @@ TF_HOST_DEVICE inline void sh_encode(uint32_t degree, T x, T y, T z, Out out) {
 }
 
 // Accumulates dL/d(x, y, z) into grad[0..3) given dL/d(features) of sh_encode.
-template <typename T, typename In>
-TF_HOST_DEVICE inline void sh_backward(uint32_t degree, T x, T y, T z, In dL_dout, T* grad) {
+template <typename T, typename Degree, typename In>
+TF_HOST_DEVICE inline void sh_backward(Degree degree, T x, T y, T z, In dL_dout, T* grad) {
   T q[kMaxShDegree][kMaxShDegree], re[kMaxShDegree], im[kMaxShDegree];
   sh_legendre_parts(degree, z, q);
   sh_azimuthal_parts(degree, x, y, re, im);
   T gx = T(0), gy = T(0), gz = T(0);
+  TF_SH_UNROLL
   for (uint32_t l = 0; l < degree; ++l) {
     const uint32_t centre = l * l + l;
     // d Q_l^m / dz = Q_l^(m+1), which is 0 for m = l.
     gz += dL_dout[centre] * sh_signed_norm<T>(l, 0) * (l >= 1 ? q[1][l] : T(0));
+    TF_SH_UNROLL
     for (uint32_t m = 1; m <= l; ++m) {
       const T norm = sh_signed_norm<T>(l, m);
       const T radial = norm * q[m][l];
@@ -111,14 +153,16 @@ TF_HOST_DEVICE inline void sh_backward(uint32_t degree, T x, T y, T z, In dL_dou
 // (0 beyond l). With s = v_x + i v_y, the change along v is J v = R P1 s + R' P0 v_z.
 
 // Writes the degree^2 values J v (dL2/d(dL/dfeatures) given v = dL2/d(dL/d(x, y, z))) to out.
-template <typename T, typename Out>
-TF_HOST_DEVICE inline void sh_jacobian(uint32_t degree, T x, T y, T z, const T* v, Out out) {
+template <typename T, typename Degree, typename Out>
+TF_HOST_DEVICE inline void sh_jacobian(Degree degree, T x, T y, T z, const T* v, Out out) {
   T q[kMaxShDegree][kMaxShDegree], re[kMaxShDegree], im[kMaxShDegree];
   sh_legendre_parts(degree, z, q);
   sh_azimuthal_parts(degree, x, y, re, im);
+  TF_SH_UNROLL
   for (uint32_t l = 0; l < degree; ++l) {
     const uint32_t centre = l * l + l;
     out[centre] = l >= 1 ? sh_signed_norm<T>(l, 0) * q[1][l] * v[2] : T(0);
+    TF_SH_UNROLL
     for (uint32_t m = 1; m <= l; ++m) {
       const T norm = sh_signed_norm<T>(l, m);
       const T r = norm * q[m][l], dr = m + 1 <= l ? norm * q[m + 1][l] : T(0);
@@ -132,16 +176,18 @@ TF_HOST_DEVICE inline void sh_jacobian(uint32_t degree, T x, T y, T z, const T* 
 
 // Accumulates into grad[0..3) the Hessian of sum_j dL_dout[j] * feature_j at (x, y, z) times v:
 // the derivative of sh_backward's dL/d(x, y, z) along v.
-template <typename T, typename In>
-TF_HOST_DEVICE inline void sh_hessian(uint32_t degree, T x, T y, T z, In dL_dout, const T* v, T* grad) {
+template <typename T, typename Degree, typename In>
+TF_HOST_DEVICE inline void sh_hessian(Degree degree, T x, T y, T z, In dL_dout, const T* v, T* grad) {
   T q[kMaxShDegree][kMaxShDegree], re[kMaxShDegree], im[kMaxShDegree];
   sh_legendre_parts(degree, z, q);
   sh_azimuthal_parts(degree, x, y, re, im);
   T gx = T(0), gy = T(0), gz = T(0);
+  TF_SH_UNROLL
   for (uint32_t l = 0; l < degree; ++l) {
     const uint32_t centre = l * l + l;
     // m = 0: Phi = R(z), only Phi_zz.
     if (l >= 2) gz += dL_dout[centre] * sh_signed_norm<T>(l, 0) * q[2][l] * v[2];
+    TF_SH_UNROLL
     for (uint32_t m = 1; m <= l; ++m) {
       const T norm = sh_signed_norm<T>(l, m);
       const T r = norm * q[m][l];

@@ -38,9 +38,10 @@ __device__ __forceinline__ void store_group(const float (&d)[kMaxGroupInputs], u
 // Thread i: row i / per_row, group i % per_row; the extra group n_groups (when there is padding)
 // writes the row's padding.
 template <typename Op, typename T>
-__global__ void rowwise_encode_kernel(Op op, int64_t batch, uint32_t n_groups, uint32_t group_in, uint32_t group_out,
-                                      const float* __restrict__ x, int64_t ldx, T* __restrict__ y, int64_t ldy,
-                                      uint32_t first_feature, uint32_t pad_begin, uint32_t n_pad) {
+__global__ void TF_HIP_DEFAULT_BLOCK_BOUNDS
+rowwise_encode_kernel(Op op, int64_t batch, uint32_t n_groups, uint32_t group_in, uint32_t group_out,
+                      const float* __restrict__ x, int64_t ldx, T* __restrict__ y, int64_t ldy,
+                      uint32_t first_feature, uint32_t pad_begin, uint32_t n_pad) {
   const uint32_t per_row = n_groups + (n_pad > 0 ? 1u : 0u);
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= batch * per_row) return;
@@ -93,10 +94,10 @@ __device__ __forceinline__ void store_chunk(T* dst, const float (&v)[kOutputChun
 // Thread i: row i / per_row, then (group, chunk) with the chunk fastest; the extra slot (when
 // there is padding) writes the row's padding.
 template <typename Op, typename T>
-__global__ void rowwise_encode_chunks_kernel(Op op, int64_t batch, uint32_t n_groups, uint32_t group_in,
-                                             uint32_t group_out, const float* __restrict__ x, int64_t ldx,
-                                             T* __restrict__ y, int64_t ldy, uint32_t first_feature, uint32_t pad_begin,
-                                             uint32_t n_pad) {
+__global__ void TF_HIP_DEFAULT_BLOCK_BOUNDS
+rowwise_encode_chunks_kernel(Op op, int64_t batch, uint32_t n_groups, uint32_t group_in, uint32_t group_out,
+                             const float* __restrict__ x, int64_t ldx, T* __restrict__ y, int64_t ldy,
+                             uint32_t first_feature, uint32_t pad_begin, uint32_t n_pad) {
   const uint32_t chunks = (group_out + kOutputChunk - 1) / kOutputChunk;
   const uint32_t per_row = n_groups * chunks + (n_pad > 0 ? 1u : 0u);
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -115,9 +116,10 @@ __global__ void rowwise_encode_chunks_kernel(Op op, int64_t batch, uint32_t n_gr
 }
 
 template <typename Op, typename T>
-__global__ void rowwise_backward_kernel(Op op, int64_t batch, uint32_t n_groups, uint32_t group_in, uint32_t group_out,
-                                        const float* __restrict__ x, int64_t ldx, const T* __restrict__ g, int64_t ldg,
-                                        uint32_t first_feature, float* __restrict__ dx, int64_t lddx) {
+__global__ void TF_HIP_DEFAULT_BLOCK_BOUNDS
+rowwise_backward_kernel(Op op, int64_t batch, uint32_t n_groups, uint32_t group_in, uint32_t group_out,
+                        const float* __restrict__ x, int64_t ldx, const T* __restrict__ g, int64_t ldg,
+                        uint32_t first_feature, float* __restrict__ dx, int64_t lddx) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= batch * n_groups) return;
   const int64_t row = i / n_groups;
@@ -130,10 +132,11 @@ __global__ void rowwise_backward_kernel(Op op, int64_t batch, uint32_t n_groups,
 // Second order, thread i as in the forward: dL2/d(dL/dy) = J(x) v for the group's features, 0 for
 // the padding (constant features).
 template <typename Op, typename T>
-__global__ void rowwise_jacobian_kernel(Op op, int64_t batch, uint32_t n_groups, uint32_t group_in, uint32_t group_out,
-                                        const float* __restrict__ x, int64_t ldx, const float* __restrict__ v, int64_t ldv,
-                                        T* __restrict__ dy, int64_t lddy, uint32_t first_feature, uint32_t pad_begin,
-                                        uint32_t n_pad) {
+__global__ void TF_HIP_DEFAULT_BLOCK_BOUNDS
+rowwise_jacobian_kernel(Op op, int64_t batch, uint32_t n_groups, uint32_t group_in, uint32_t group_out,
+                        const float* __restrict__ x, int64_t ldx, const float* __restrict__ v, int64_t ldv,
+                        T* __restrict__ dy, int64_t lddy, uint32_t first_feature, uint32_t pad_begin,
+                        uint32_t n_pad) {
   const uint32_t per_row = n_groups + (n_pad > 0 ? 1u : 0u);
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= batch * per_row) return;
@@ -150,10 +153,11 @@ __global__ void rowwise_jacobian_kernel(Op op, int64_t batch, uint32_t n_groups,
 
 // dL2/dx = (sum_j dL/dy_j H_j(x)) v, one thread per (row, group).
 template <typename Op, typename T>
-__global__ void rowwise_hessian_kernel(Op op, int64_t batch, uint32_t n_groups, uint32_t group_in, uint32_t group_out,
-                                       const float* __restrict__ x, int64_t ldx, const float* __restrict__ v, int64_t ldv,
-                                       const T* __restrict__ g, int64_t ldg, uint32_t first_feature, float* __restrict__ dx,
-                                       int64_t lddx) {
+__global__ void TF_HIP_DEFAULT_BLOCK_BOUNDS
+rowwise_hessian_kernel(Op op, int64_t batch, uint32_t n_groups, uint32_t group_in, uint32_t group_out,
+                       const float* __restrict__ x, int64_t ldx, const float* __restrict__ v, int64_t ldv,
+                       const T* __restrict__ g, int64_t ldg, uint32_t first_feature, float* __restrict__ dx,
+                       int64_t lddx) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= batch * n_groups) return;
   const int64_t row = i / n_groups;
