@@ -31,8 +31,9 @@ __device__ __forceinline__ void load_feature_pair(const T* params, uint32_t e0, 
 }
 
 template <typename T, uint32_t D, uint32_t F>
-__global__ void forward_kernel(Launch g, int64_t batch, const T* __restrict__ params, bool vec, bool pairs,
-                               const float* __restrict__ x, int64_t ldx, Matrix out, uint32_t n_out, uint32_t padded) {
+__global__ void TF_HIP_DEFAULT_BLOCK_BOUNDS
+forward_kernel(Launch g, int64_t batch, const T* __restrict__ params, bool vec, bool pairs,
+               const float* __restrict__ x, int64_t ldx, Matrix out, uint32_t n_out, uint32_t padded) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= batch * g.n_levels) return;
   int64_t b;

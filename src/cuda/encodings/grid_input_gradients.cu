@@ -35,9 +35,10 @@ __device__ __forceinline__ void corner_dots(const Launch& g, const LevelInfo& L,
 }
 
 template <typename T, uint32_t D, uint32_t F>
-__global__ void input_gradient_kernel(Launch g, int64_t batch, const T* __restrict__ params, bool vec,
-                                      const float* __restrict__ x, int64_t ldx, Matrix dy, float* __restrict__ dx,
-                                      int64_t ld_dx) {
+__global__ void TF_HIP_DEFAULT_BLOCK_BOUNDS
+input_gradient_kernel(Launch g, int64_t batch, const T* __restrict__ params, bool vec,
+                      const float* __restrict__ x, int64_t ldx, Matrix dy, float* __restrict__ dx,
+                      int64_t ld_dx) {
   const int64_t b = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (b >= batch) return;
   float acc[D] = {};
@@ -59,9 +60,10 @@ __global__ void input_gradient_kernel(Launch g, int64_t batch, const T* __restri
 }
 
 template <typename T, uint32_t D, uint32_t F>
-__global__ void second_order_output_kernel(Launch g, int64_t batch, const T* __restrict__ params, bool vec,
-                                           const float* __restrict__ x, int64_t ldx, const float* __restrict__ dir,
-                                           int64_t ldv, Matrix out, uint32_t n_out, uint32_t padded) {
+__global__ void TF_HIP_DEFAULT_BLOCK_BOUNDS
+second_order_output_kernel(Launch g, int64_t batch, const T* __restrict__ params, bool vec,
+                           const float* __restrict__ x, int64_t ldx, const float* __restrict__ dir,
+                           int64_t ldv, Matrix out, uint32_t n_out, uint32_t padded) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= batch * g.n_levels) return;
   int64_t b;
@@ -91,9 +93,10 @@ __global__ void second_order_output_kernel(Launch g, int64_t batch, const T* __r
 }
 
 template <typename T, uint32_t D, uint32_t F>
-__global__ void second_order_input_kernel(Launch g, int64_t batch, const T* __restrict__ params, bool vec,
-                                          const float* __restrict__ x, int64_t ldx, const float* __restrict__ dir,
-                                          int64_t ldv, Matrix dy, float* __restrict__ dx, int64_t ld_dx) {
+__global__ void TF_HIP_DEFAULT_BLOCK_BOUNDS
+second_order_input_kernel(Launch g, int64_t batch, const T* __restrict__ params, bool vec,
+                          const float* __restrict__ x, int64_t ldx, const float* __restrict__ dir,
+                          int64_t ldv, Matrix dy, float* __restrict__ dx, int64_t ld_dx) {
   const int64_t b = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (b >= batch) return;
   float acc[D] = {};
