@@ -139,7 +139,14 @@ std::vector<Case> cases() {
       // (one short chunk per input, rows of 12 features padded to 16).
       {"OneBlob64", {{"otype", "OneBlob"}, {"n_bins", 64}}, 2, 1, {}},
       {"OneBlob4Padded", {{"otype", "OneBlob"}, {"n_bins", 4}}, 3, 16, {}},
+      // Every degree: each has its own kernels on the GPU.
+      {"SphericalHarmonics1", {{"otype", "SphericalHarmonics"}, {"degree", 1}}, 3, 1, {}},
+      {"SphericalHarmonics2", {{"otype", "SphericalHarmonics"}, {"degree", 2}}, 3, 8, {}},
+      {"SphericalHarmonics3", {{"otype", "SphericalHarmonics"}, {"degree", 3}}, 3, 16, {}},
       {"SphericalHarmonics4", {{"otype", "SphericalHarmonics"}, {"degree", 4}}, 3, 32, {}},
+      {"SphericalHarmonics5", {{"otype", "SphericalHarmonics"}, {"degree", 5}}, 3, 1, {}},
+      {"SphericalHarmonics6", {{"otype", "SphericalHarmonics"}, {"degree", 6}}, 3, 8, {}},
+      {"SphericalHarmonics7", {{"otype", "SphericalHarmonics"}, {"degree", 7}}, 3, 1, {}},
       {"SphericalHarmonics8", {{"otype", "SphericalHarmonics"}, {"degree", 8}}, 3, 1, {}},
       // Identity, Frequency, Empty, then SphericalHarmonics last: the composite's padding goes in
       // front of the harmonics.

@@ -135,6 +135,9 @@ std::vector<Case> cases() {
   v.push_back({"OneBlob", {{"otype", "OneBlob"}, {"n_bins", 8}}, nullptr, 2, 0, 0, 1});
   v.push_back({"TriangleWave", {{"otype", "TriangleWave"}, {"n_frequencies", 4}}, nullptr, 2, 0, -1, 1});
   v.push_back({"SphericalHarmonics", {{"otype", "SphericalHarmonics"}, {"degree", 4}}, nullptr, 3, 0, 0, 1});
+  for (uint32_t degree : {1u, 2u, 3u, 5u, 6u, 7u, 8u})  // each degree has its own kernels on the GPU
+    v.push_back({"SphericalHarmonics" + std::to_string(degree), {{"otype", "SphericalHarmonics"}, {"degree", degree}},
+                 nullptr, 3, 0, 0, 1});
   v.push_back({"Identity", {{"otype", "Identity"}, {"scale", 2.0}}, nullptr, 3, 0, -1, 1});
   v.push_back({"Composite",
                {{"otype", "Composite"},
