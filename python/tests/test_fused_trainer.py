@@ -214,3 +214,27 @@ def test_cuda_steps_match_autograd_and_the_cpu_trainer():
     assert not torch.equal(gpu.params.detach().cpu(), tcnn.Network(3, 2, config, seed=12).params.detach())
     with pytest.raises(tinyfuse.ShapeError, match="trainer runs on cuda"):
         t_gpu.step(x, target)
+
+
+@pytest.mark.skipif(not (tinyfuse.built_with_cuda and torch.cuda.is_available()), reason="skipped: no GPU")
+def test_cuda_checkpoint_resumes_the_run(tmp_path):
+    torch.manual_seed(6)
+    batches = [(torch.rand(1024, 2, device="cuda"), torch.rand(1024, 3, device="cuda")) for _ in range(6)]
+    adam = {"otype": "Adam", "learning_rate": 1e-2}
+
+    def trainer_of(seed):  # the grid's deterministic sums: the same steps give the same bits
+        model = tcnn.NetworkWithInputEncoding(2, 3, {**GRID, "deterministic": True}, FUSED, seed=seed).cuda()
+        return model, tcnn.FusedTrainer(model, {"otype": "RelativeL2"}, adam)
+
+    model, trainer = trainer_of(7)
+    for x, t in batches[:3]:
+        trainer.step(x, t)
+    trainer.save(tmp_path / "run.tfz")
+    for x, t in batches[3:]:
+        trainer.step(x, t)
+    resumed_model, resumed = trainer_of(8)
+    resumed.load(tmp_path / "run.tfz")
+    for x, t in batches[3:]:
+        resumed.step(x, t)
+    assert torch.equal(resumed_model.params, model.params)
+    assert not torch.equal(resumed_model.params, trainer_of(8)[0].params)
