@@ -111,14 +111,13 @@ def test_a_graph_built_before_a_step_refuses_its_backward():
         out.sum().backward()
 
 
-def test_a_checkpoint_resumes_the_same_trajectory(tmp_path):
-    torch.manual_seed(5)
-    batches = [(torch.rand(256, 2), torch.rand(256, 3)) for _ in range(6)]
-    adam = {"otype": "Adam", "learning_rate": 1e-2, "beta1": 0.9, "beta2": 0.99}
-
+def resumed_run(tmp_path, batches, make_model):
+    """Trains make_model(7) with Adam + RelativeL2 on three batches, saves, trains on the rest; then
+    make_model(8) (other initial values) loads the file and trains on the rest. Returns both models."""
     def trainer_of(seed):
-        model = tcnn.NetworkWithInputEncoding(2, 3, GRID, FUSED, seed=seed)
-        return model, tcnn.FusedTrainer(model, {"otype": "RelativeL2"}, adam)
+        model = make_model(seed)
+        return model, tcnn.FusedTrainer(model, {"otype": "RelativeL2"},
+                                        {"otype": "Adam", "learning_rate": 1e-2, "beta1": 0.9, "beta2": 0.99})
 
     model, trainer = trainer_of(7)
     for x, t in batches[:3]:
@@ -126,11 +125,19 @@ def test_a_checkpoint_resumes_the_same_trajectory(tmp_path):
     trainer.save(tmp_path / "run.tfz")
     for x, t in batches[3:]:
         trainer.step(x, t)
-    # Another model (other initial values) resumes from the file: parameters and Adam's moments.
     resumed_model, resumed = trainer_of(8)
     resumed.load(tmp_path / "run.tfz")
     for x, t in batches[3:]:
         resumed.step(x, t)
+    return model, resumed_model
+
+
+def test_a_checkpoint_resumes_the_same_trajectory(tmp_path):
+    torch.manual_seed(5)
+    batches = [(torch.rand(256, 2), torch.rand(256, 3)) for _ in range(6)]
+    # The resumed run takes the file's parameters and Adam's moments: the same bits.
+    model, resumed_model = resumed_run(tmp_path, batches,
+                                       lambda seed: tcnn.NetworkWithInputEncoding(2, 3, GRID, FUSED, seed=seed))
     assert torch.equal(resumed_model.params, model.params)
 
 
@@ -220,21 +227,10 @@ def test_cuda_steps_match_autograd_and_the_cpu_trainer():
 def test_cuda_checkpoint_resumes_the_run(tmp_path):
     torch.manual_seed(6)
     batches = [(torch.rand(1024, 2, device="cuda"), torch.rand(1024, 3, device="cuda")) for _ in range(6)]
-    adam = {"otype": "Adam", "learning_rate": 1e-2}
 
-    def trainer_of(seed):  # the grid's deterministic sums: the same steps give the same bits
-        model = tcnn.NetworkWithInputEncoding(2, 3, {**GRID, "deterministic": True}, FUSED, seed=seed).cuda()
-        return model, tcnn.FusedTrainer(model, {"otype": "RelativeL2"}, adam)
+    def make_model(seed):  # the grid's deterministic sums: the same steps give the same bits
+        return tcnn.NetworkWithInputEncoding(2, 3, {**GRID, "deterministic": True}, FUSED, seed=seed).cuda()
 
-    model, trainer = trainer_of(7)
-    for x, t in batches[:3]:
-        trainer.step(x, t)
-    trainer.save(tmp_path / "run.tfz")
-    for x, t in batches[3:]:
-        trainer.step(x, t)
-    resumed_model, resumed = trainer_of(8)
-    resumed.load(tmp_path / "run.tfz")
-    for x, t in batches[3:]:
-        resumed.step(x, t)
+    model, resumed_model = resumed_run(tmp_path, batches, make_model)
     assert torch.equal(resumed_model.params, model.params)
-    assert not torch.equal(resumed_model.params, trainer_of(8)[0].params)
+    assert not torch.equal(resumed_model.params, make_model(8).params)
