@@ -403,7 +403,7 @@ def run_workload(spec, build, variant, device, batches, modes, warmup, repeats, 
                 if mode == "training":
                     model = build(spec, device)
                     trainer_step = fused_step(model, spec) if fused_step is not None else None
-                    opt = adam_optimizer(model.parameters(), opt_cfg)
+                    opt = adam_optimizer(model.parameters(), opt_cfg) if trainer_step is None else None
                     scaler = torch.amp.GradScaler("cuda", enabled=amp)
 
                     weight = eikonal_weight(spec)
