@@ -73,7 +73,7 @@ const char* kUsage =
     "  --workload-dir D  where the workload files are (default: the source tree's benchmarks/workloads/configs)\n"
     "  --fused-kernels L cuda: FullyFusedMLP kernel families to leave out (BuildOptions::fused_kernels):\n"
     "                    no-hopper, no-tma, general (the general kernels only), no-folded-loss,\n"
-    "                    no-fused-weight-grads, no-one-kernel-step\n"
+    "                    no-fused-weight-grads, no-one-kernel-step, no-fused-second-order\n"
     "  --help, -h        this text\n";
 
 struct UsageError {
@@ -210,11 +210,12 @@ Options parse_args(int argc, char** argv) {
       o.warmup = parse_int(name, value, 0, 100000);
     } else if (name == "fused-kernels") {
       static const std::vector<std::string> choices = {"no-hopper", "no-tma", "general", "no-folded-loss",
-                                                       "no-fused-weight-grads", "no-one-kernel-step"};
+                                                       "no-fused-weight-grads", "no-one-kernel-step",
+                                                       "no-fused-second-order"};
       for (const std::string& k : split_list(name, value, "no-tma,no-one-kernel-step")) {
         if (std::find(choices.begin(), choices.end(), k) == choices.end()) {
           std::string msg = "--fused-kernels takes no-hopper, no-tma, general, no-folded-loss, no-fused-weight-grads, "
-                            "no-one-kernel-step; got '" + k + "'";
+                            "no-one-kernel-step, no-fused-second-order; got '" + k + "'";
           const std::string guess = tinyfuse::closest_match(k, choices);
           if (!guess.empty()) msg += " (did you mean '" + guess + "'?)";
           throw UsageError{msg};
@@ -225,7 +226,8 @@ Options parse_args(int argc, char** argv) {
          : k == "general"             ? f.pipelined
          : k == "no-folded-loss"      ? f.folded_loss
          : k == "no-fused-weight-grads" ? f.fused_weight_grads
-                                      : f.one_kernel_step) = false;
+         : k == "no-one-kernel-step"  ? f.one_kernel_step
+                                      : f.fused_second_order) = false;
         o.fused_kernels_left_out.push_back(k);
       }
     }
@@ -348,6 +350,7 @@ int run_workloads(const Options& o, tb::Report& r, const std::string& out) {
   plan.timing = r.plan;
   plan.modes = o.modes;
   plan.batch_log2 = o.batch_log2;
+  plan.fused_kernels = o.fused_kernels;
   bool all_ok = true;
   wr.load_start = tb::read_load_average();
   for (const tb::WorkloadSpec& w : wr.specs) {

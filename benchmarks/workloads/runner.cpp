@@ -123,6 +123,7 @@ class RowRunner {
   BuildOptions options() const {
     BuildOptions o;
     o.device = timer_.device();
+    o.fused_kernels = plan_.fused_kernels;
     return o;
   }
 

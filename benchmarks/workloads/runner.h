@@ -13,6 +13,7 @@
 #include "mlp_bench.h"  // Mode
 #include "timing.h"
 #include "tinyfuse/common.h"
+#include "tinyfuse/fused_kernel_options.h"
 #include "workloads/spec.h"
 
 namespace tinyfuse::bench {
@@ -99,6 +100,7 @@ struct WorkloadPlan {
   std::vector<Mode> modes = {Mode::Training, Mode::Inference};
   std::optional<std::vector<int>> batch_log2;  // overrides the workload's defaults for both modes
   int reference_rows = 256;
+  FusedKernelOptions fused_kernels;  // --fused-kernels: FullyFusedMLP kernel families left out
 };
 
 // Runs every row of `w` on timer.device(). Errors (a config this build cannot run, out of memory)

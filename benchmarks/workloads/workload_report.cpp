@@ -94,6 +94,11 @@ void print_workload_report(std::ostream& os, const WorkloadReport& r) {
   os << '\n';
   if (h.device == "cpu") os << "  blas     " << h.blas << ", " << h.threads << " threads\n";
   if (h.gpu) os << "  gpu      " << h.gpu->name << " (sm_" << h.gpu->cc_major << h.gpu->cc_minor << ", L2 " << mib(h.gpu->l2_bytes) << ")\n";
+  if (!h.fused_kernels_left_out.empty()) {
+    os << "  kernels  FullyFusedMLP without:";
+    for (const std::string& k : h.fused_kernels_left_out) os << ' ' << k;
+    os << '\n';
+  }
   if (h.git) os << "  commit   " << h.git->commit << (h.git->dirty && *h.git->dirty ? " (with uncommitted changes)" : "") << '\n';
   auto load = [](const std::optional<std::array<double, 3>>& l) {
     return l ? fixed((*l)[0], 2) + " / " + fixed((*l)[1], 2) + " / " + fixed((*l)[2], 2) : std::string("?");

@@ -16,6 +16,10 @@ struct FusedKernelOptions {
   bool folded_loss = true;         // L2, RelativeL2 and L1 evaluated inside the training forward
   bool fused_weight_grads = true;  // the backward forming the weight gradients itself
   bool one_kernel_step = true;     // the whole training pass in one kernel
+  // Second derivatives (backward_backward_input) through one kernel with FP16/BF16 products and
+  // the weight-gradient kernels; false: an FP32 network recomputed from the parameters and the
+  // portable FP32 sweeps (slower, FP32 throughout; the two agree to FP16 rounding).
+  bool fused_second_order = true;
 };
 
 }  // namespace tinyfuse

@@ -1,8 +1,11 @@
 // Second derivatives (backward_backward_input) on CUDA against the CPU FP64 reference: every
 // network otype with smooth and piecewise-linear activations, the row-wise encodings, Composite,
 // and NetworkWithInputEncoding of the SDF shape (3-D HashGrid -> 64-wide FullyFusedMLP, Softplus
-// and ReLU in FP32). Same parameters and inputs on both sides (values exact in the CUDA dtypes), fresh
-// random ones per case, every output poisoned (NaN) first so an unwritten element fails.
+// and ReLU in FP32). FullyFusedMLP both ways: through its fused second-order kernel (the
+// planner's choice, asserted) at every width, depth, curved output and weights streamed, and
+// through the FP32 sweeps it falls back to. Same parameters and inputs on both sides (values exact
+// in the CUDA dtypes), fresh random ones per case, every output poisoned (NaN) first so an
+// unwritten element fails.
 //
 // Every case must match the reference, except those marked as refusing (a Composite's Product
 // reduction, whose cross terms are CPU-only): they must throw UnsupportedError naming themselves
@@ -10,17 +13,26 @@
 // machine; skips without a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
 
+#include "cuda/fused/fully_fused_mlp.h"
 #include "tinyfuse/tinyfuse.h"
 
 using namespace tinyfuse;
+namespace fz = tinyfuse::cuda::fused;
 
 namespace {
 
 const BuildOptions kGpu{Device::CUDA};
+// FullyFusedMLP without its fused second-order kernel: the FP32 sweeps.
+BuildOptions fp32_sweeps() {
+  BuildOptions o{Device::CUDA};
+  o.fused_kernels.fused_second_order = false;
+  return o;
+}
 const BuildOptions kF64{Device::CPU, DType::F64};
 
 struct Dev {
@@ -84,6 +96,7 @@ struct Case {
   uint32_t n_in, n_out;
   double lo, hi;
   bool refuses = false;  // no second derivatives on CUDA: must refuse before writing
+  bool sweeps = false;   // FullyFusedMLP on the FP32 sweeps (fused_second_order off)
 };
 
 // The BlasLt networks are CUDA-only: their CPU reference is PortableMLP, which has their
@@ -102,9 +115,13 @@ std::unique_ptr<DifferentiableObject> build(const Case& c, const BuildOptions& o
   return create_network_with_input_encoding(c.n_in, c.n_out, c.encoding, on_device(c.network, o), o);
 }
 
-json mlp(const std::string& otype, uint32_t neurons, const std::string& act) {
-  return {{"otype", otype}, {"n_neurons", neurons}, {"n_hidden_layers", 2}, {"activation", act}, {"output_activation", "None"}};
+json mlp(const std::string& otype, uint32_t neurons, const std::string& act, int n_hidden = 2,
+         const std::string& out_act = "None") {
+  return {{"otype", otype}, {"n_neurons", neurons}, {"n_hidden_layers", n_hidden}, {"activation", act},
+          {"output_activation", out_act}};
 }
+
+bool is_fused_mlp(const Case& c) { return !c.network.is_null() && c.network.at("otype") == "FullyFusedMLP"; }
 
 // The object's own initial parameters, biases and grid entries moved off zero, clamped to
 // (-1.9, 1.9) and rounded to values its parameter dtype holds exactly.
@@ -128,6 +145,24 @@ std::vector<Case> cases() {
   for (const char* otype : {"PortableMLP", "FullyFusedMLP", "BlasLtMLP", "BlasLtMLPFP16"})  // (CutlassMLP: CPU only)
     for (const char* act : {"Softplus", "ReLU", "Tanh"})
       v.push_back({std::string(otype) + "_" + act, nullptr, mlp(otype, 64, act), 32, 16, -1, 1});
+  for (const char* act : {"Softplus", "ReLU", "Tanh"}) {
+    Case c{std::string("FullyFusedMLP_") + act + "_fp32_sweeps", nullptr, mlp("FullyFusedMLP", 64, act), 32, 16, -1, 1};
+    c.sweeps = true;
+    v.push_back(c);
+  }
+  // The fused second-order kernel's other shapes: each width (16 and 32 keep four and two more
+  // 16-row tiles per warp), one to four hidden layers, inputs of one to three k-steps, outputs of
+  // one and two column blocks, a curved output above piecewise-linear or identity hidden layers
+  // (dZ2 flows down from the output alone), both curved, and weights streamed layer by layer
+  // (four hidden layers of 128 exceed the resident budget).
+  v.push_back({"FullyFusedMLP_w16_Softplus", nullptr, mlp("FullyFusedMLP", 16, "Softplus", 2), 16, 16, -1, 1});
+  v.push_back({"FullyFusedMLP_w32_SiLU_in48_out32", nullptr, mlp("FullyFusedMLP", 32, "SiLU", 1), 48, 32, -1, 1});
+  v.push_back({"FullyFusedMLP_w128_Tanh_h3", nullptr, mlp("FullyFusedMLP", 128, "Tanh", 3), 32, 16, -1, 1});
+  v.push_back({"FullyFusedMLP_ReLU_SigmoidOut", nullptr, mlp("FullyFusedMLP", 64, "ReLU", 2, "Sigmoid"), 32, 16, -1, 1});
+  v.push_back({"FullyFusedMLP_None_TanhOut", nullptr, mlp("FullyFusedMLP", 32, "None", 1, "Tanh"), 16, 16, -1, 1});
+  v.push_back({"FullyFusedMLP_Softplus_SoftplusOut", nullptr, mlp("FullyFusedMLP", 64, "Softplus", 2, "Softplus"), 32, 3,
+               -1, 1});
+  v.push_back({"FullyFusedMLP_w128_Softplus_h4_streamed", nullptr, mlp("FullyFusedMLP", 128, "Softplus", 4), 32, 16, -1, 1});
   // The SDF shape with ReLU in FP32 (PortableMLP): see EikonalSequenceGpu on FP16 at the kink.
   v.push_back({"SdfShape_Softplus", kSdfGrid, mlp("FullyFusedMLP", 64, "Softplus"), 3, 1, 0.05, 0.95});
   v.push_back({"SdfShape_ReLU_fp32", kSdfGrid, mlp("PortableMLP", 64, "ReLU"), 3, 1, 0.05, 0.95});
@@ -172,7 +207,7 @@ TEST_P(SecondDerivativesGpu, MatchTheCpuReferenceOrRefuseBeforeWriting) {
   const int64_t requested = GetParam();
   for (const Case& c : cases()) {
     SCOPED_TRACE(c.name);
-    auto gpu = build(c, kGpu);
+    auto gpu = build(c, c.sweeps ? fp32_sweeps() : kGpu);
     auto ref = build(c, kF64);
     const int64_t g = std::max<uint32_t>(1, gpu->batch_granularity());
     const int64_t batch = (requested + g - 1) / g * g;
@@ -209,6 +244,9 @@ TEST_P(SecondDerivativesGpu, MatchTheCpuReferenceOrRefuseBeforeWriting) {
     try {
       gpu->backward_backward_input(*gctx, gx.view, gv.view, gdy.view, &ddy.view, &d2x.view, false, GradientMode::Overwrite);
       EXPECT_FALSE(c.refuses) << "has no second derivatives on CUDA, yet did not refuse";
+      if (is_fused_mlp(c))
+        EXPECT_EQ(cuda::fused_kernel_used(*gpu, fz::FusedPass::SecondOrder),
+                  c.sweeps ? fz::FusedKernel::None : fz::FusedKernel::GeneralSecondOrder);
     } catch (const UnsupportedError& e) {
       const std::string msg = e.what();
       EXPECT_TRUE(c.refuses) << msg;
@@ -301,6 +339,68 @@ TEST(EikonalSequenceGpu, EachStageMatchesTheCpuReference) {
       }
     }
   }
+}
+
+// The fused second-order kernel's own guarantees, on the SDF network shape: a repeated call gives
+// the same bits (fixed-order weight-gradient sums); Accumulate adds exactly what Overwrite writes
+// (checked against the sum in FP32, within one rounding); caller views with unaligned rows
+// (column slices of wider matrices) give the same bits as dense ones; an empty batch clears the
+// gradients under Overwrite and writes nothing else.
+TEST(FusedSecondOrderGpu, RepeatsAccumulatesAndTakesAnyView) {
+  if (gpu_count() == 0) GTEST_SKIP() << "skipped: no GPU";
+  const json config = mlp("FullyFusedMLP", 64, "Softplus");
+  auto net = create_network(config, 32, 1, kGpu);
+  const int64_t batch = 3001, in_w = 32, out_w = net->padded_output_width();
+  const size_t n = net->n_params();
+  Pcg32 rng(4242);
+  const std::vector<double> params = test_params(*net, rng);
+  Dev p = upload(params, DType::F16, 0, int64_t(n)), grads = dev_matrix(DType::F16, 0, int64_t(n));
+  net->set_params(p.view, p.view, grads.view);
+  const std::vector<double> x = random_values(rng, size_t(batch) * in_w, DType::F16);
+  const std::vector<double> v = random_values(rng, size_t(batch) * in_w, DType::F16);
+  const std::vector<double> dy = random_values(rng, size_t(batch) * out_w, DType::F16);
+  Dev gx = upload(x, DType::F16, batch, in_w), gv = upload(v, DType::F16, batch, in_w), gdy = upload(dy, DType::F16, batch, out_w);
+  auto ctx = net->forward(gx.view, nullptr, false, true);
+
+  auto run = [&](const TensorView& xv, const TensorView& vv, const TensorView& dyv, const TensorView& ddy, const TensorView& d2x,
+                 GradientMode mode) {
+    net->backward_backward_input(*ctx, xv, vv, dyv, &ddy, &d2x, false, mode);
+    return std::vector<std::vector<double>>{download(ddy), download(d2x), download(grads.view)};
+  };
+  Dev ddy = dev_matrix(DType::F16, batch, out_w), d2x = dev_matrix(DType::F16, batch, in_w);
+  const auto first = run(gx.view, gv.view, gdy.view, ddy.view, d2x.view, GradientMode::Overwrite);
+  EXPECT_EQ(cuda::fused_kernel_used(*net, fz::FusedPass::SecondOrder), fz::FusedKernel::GeneralSecondOrder);
+  for (const auto& part : first) EXPECT_FALSE(std::any_of(part.begin(), part.end(), [](double e) { return std::isnan(e); }));
+  const auto again = run(gx.view, gv.view, gdy.view, ddy.view, d2x.view, GradientMode::Overwrite);
+  for (size_t i = 0; i < first.size(); ++i) EXPECT_EQ(again[i], first[i]) << "repeat, output " << i;
+
+  // Accumulate onto the gradients of the first call: FP16(g + g) == 2 g exactly.
+  const auto twice = run(gx.view, gv.view, gdy.view, ddy.view, d2x.view, GradientMode::Accumulate);
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(twice[2][i], 2 * first[2][i]) << "parameter " << i;
+
+  // The same operands as column slices of wider matrices (rows not 16-byte aligned): staged.
+  auto wide_slice = [&](const std::vector<double>& host, int64_t cols) {
+    std::vector<double> wide(size_t(batch) * (cols + 3), NAN);
+    for (int64_t r = 0; r < batch; ++r)
+      for (int64_t c = 0; c < cols; ++c) wide[size_t(r * (cols + 3) + 1 + c)] = host[size_t(r * cols + c)];
+    Dev d = upload(wide, DType::F16, batch, cols + 3);
+    const TensorView view = d.view.cols_slice(1, cols);
+    return std::make_pair(std::move(d), view);
+  };
+  auto [wx, sx] = wide_slice(x, in_w);
+  auto [wv, sv] = wide_slice(v, in_w);
+  auto [wdy, sdy] = wide_slice(dy, out_w);
+  auto [wddy, sddy] = wide_slice(std::vector<double>(size_t(batch) * out_w, NAN), out_w);
+  auto [wd2x, sd2x] = wide_slice(std::vector<double>(size_t(batch) * in_w, NAN), in_w);
+  const auto sliced = run(sx, sv, sdy, sddy, sd2x, GradientMode::Overwrite);
+  for (size_t i = 0; i < first.size(); ++i) EXPECT_EQ(sliced[i], first[i]) << "unaligned views, output " << i;
+
+  // An empty batch: Overwrite clears the parameter gradients.
+  auto empty_ctx = net->forward(gx.view.rows_slice(0, 0), nullptr, false, true);
+  net->backward_backward_input(*empty_ctx, gx.view.rows_slice(0, 0), gv.view.rows_slice(0, 0), gdy.view.rows_slice(0, 0),
+                               nullptr, nullptr, false, GradientMode::Overwrite);
+  const auto cleared = download(grads.view);
+  EXPECT_TRUE(std::all_of(cleared.begin(), cleared.end(), [](double e) { return e == 0.0; }));
 }
 
 INSTANTIATE_TEST_SUITE_P(Batches, SecondDerivativesGpu, ::testing::Values(1, 257, 4096),

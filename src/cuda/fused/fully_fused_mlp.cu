@@ -26,6 +26,7 @@
 
 #include <stdexcept>
 
+#include "core/activation_math.h"
 #include "core/mlp_base.h"
 #include "core/network_with_input_encoding.h"
 #include "cuda/common.cuh"
@@ -111,11 +112,16 @@ class FullyFusedMlp final : public GpuMlp<T> {
                                         dL_dinput);
   }
 
-  // Second derivatives: an FP32 forward recomputed from these parameters, then the shared sweeps
-  // (mlp_second_order.h); this network's forward state is FP16 or fused, so it is not reused.
+  // Second derivatives: the fused second-order kernel and the weight-gradient kernels where the
+  // planner has it (launch.h, SecondOrderArgs); otherwise an FP32 forward recomputed from these
+  // parameters and the shared sweeps (mlp_second_order.h). Either way the forward's own state is
+  // not reused (it keeps no z for ReLU, and the sweeps need it).
   void backward_backward_input(const Context& ctx, const TensorView& input, const TensorView& dL_ddLdinput,
                                const TensorView& dL_doutput, const TensorView* dL_ddLdoutput,
                                const TensorView* dL_dinput, bool use_inference_params, GradientMode mode) override {
+    if (second_order_in_one_kernel(ctx, input, dL_ddLdinput, dL_doutput, dL_ddLdoutput, dL_dinput, use_inference_params,
+                                   mode))
+      return;
     this->template recomputed_backward_backward_input<FusedContext<T>>(ctx, input, dL_ddLdinput, dL_doutput,
                                                           dL_ddLdoutput, dL_dinput, use_inference_params, mode);
   }
@@ -236,6 +242,108 @@ class FullyFusedMlp final : public GpuMlp<T> {
     fused::launch_plan(plan, a, p, s);
     if (dL_dinput) unstage(din, *dL_dinput, s);
     reduce_weight_partials(plan.blocks, p, mode, s);
+    return true;
+  }
+
+  // backward_backward_input through fused_second_order_kernel: false, having checked the call and
+  // launched nothing, where the planner has no kernel for it.
+  bool second_order_in_one_kernel(const Context& base_ctx, const TensorView& input, const TensorView& dL_ddLdinput,
+                                  const TensorView& dL_doutput, const TensorView* dL_ddLdoutput,
+                                  const TensorView* dL_dinput, bool use_inference_params, GradientMode mode) const {
+    const auto* ctx = dynamic_cast<const FusedContext<T>*>(&base_ctx);
+    if (!ctx)
+      throw Error(name() + "::backward_backward_input: context does not come from this network's forward()");
+    this->check_backward_backward(input, dL_ddLdinput, dL_doutput, dL_ddLdoutput, dL_dinput, mode,
+                                  [&](int64_t rows) { return ctx->batch == rows; });
+    const int64_t batch = input.rows();
+    const fused::FusedPlan& plan = plan_of(fused::FusedPass::SecondOrder, batch, fused::CallLayout{});
+    if (plan.kernel == fused::FusedKernel::None) return false;
+    const gpuStream_t s = stream_of(input);
+    const bool param_grads = mode != GradientMode::Ignore;
+    if (batch == 0) {
+      if (mode == GradientMode::Overwrite) TF_GPU_CHECK(gpuMemsetAsync(gradients_, 0, n_params_ * sizeof(T), s));
+      return true;
+    }
+    const bool hidden_curved = !activation_is_piecewise_linear(spec_.activation);
+    const bool out_curved = !activation_is_piecewise_linear(spec_.output_activation);
+    const bool curved = hidden_curved || out_curved;
+    const size_t rows = static_cast<size_t>(batch), stack = curved ? 2 : 1;
+    const size_t w = spec_.n_neurons, out = spec_.padded_output_width, in = spec_.input_width, nh = spec_.n_hidden_layers;
+    const size_t by_out = (nh * w + out) * rows, by_in = (in + nh * w) * rows;
+
+    // Layers [0, n_flowing) have the stacked [dz; dZ2] / [a; y] (2 x batch rows); the layers above
+    // have no dZ2 and take the first batch rows only.
+    std::vector<fused::WeightGradLayer> grads = weight_grad_layers();
+    const size_t n_flowing = out_curved ? layers_.size() : hidden_curved ? nh : 0;
+    size_t partial_floats = 0;
+    auto launches = [&](auto&& each) {  // (first layer, layer count, batch rows) of every launch
+      for (size_t first = 0; first < n_flowing; first += fused::kWeightGradLayersPerLaunch)
+        each(first, std::min<size_t>(fused::kWeightGradLayersPerLaunch, n_flowing - first), 2 * batch);
+      for (size_t first = n_flowing; first < layers_.size(); first += fused::kWeightGradLayersPerLaunch)
+        each(first, std::min<size_t>(fused::kWeightGradLayersPerLaunch, layers_.size() - first), batch);
+    };
+    if (param_grads)
+      launches([&](size_t first, size_t n, int64_t b) {
+        partial_floats = std::max(partial_floats, fused::weight_grad_partial_floats(b, &grads[first], static_cast<int>(n)));
+      });
+    constexpr size_t kNotKept = ~size_t(0);
+    size_t total = 0;
+    auto take = [&](bool kept, size_t bytes) {
+      if (!kept) return kNotKept;
+      const size_t offset = total;
+      total += scratch_bytes(bytes);
+      return offset;
+    };
+    const size_t z_at = take(true, by_out * sizeof(T));
+    const size_t dy_at = take(curved, by_out * sizeof(T));
+    const size_t dz_at = take(param_grads, stack * by_out * sizeof(T));
+    const size_t x_at = take(param_grads, stack * by_in * sizeof(T));
+    const size_t partial_at = take(param_grads, partial_floats * sizeof(float));
+    Buffer scratch = Buffer::on_stream(Device::CUDA, std::max<size_t>(1, total), input.stream);
+    char* base = static_cast<char*>(scratch.data());
+    auto at = [&](size_t offset) -> void* { return offset == kNotKept ? nullptr : base + offset; };
+
+    const Staged x = stage(input, true, s), v = stage(dL_ddLdinput, true, s), g = stage(dL_doutput, true, s);
+    Staged ddy, d2x;
+    if (dL_ddLdoutput) ddy = stage(*dL_ddLdoutput, false, s);
+    if (dL_dinput) d2x = stage(*dL_dinput, false, s);
+    fused::SecondOrderArgs a;
+    a.batch = batch;
+    a.weights = this->weights_for(use_inference_params);
+    a.input = x.data, a.ld_in = x.ld;
+    a.dL_ddLdinput = v.data, a.ld_v = v.ld;
+    a.dL_doutput = g.data, a.ld_dout = g.ld;
+    a.dL_ddLdoutput = dL_ddLdoutput ? ddy.data : nullptr, a.ld_ddout = ddy.ld;
+    a.dL_dinput = dL_dinput && curved ? d2x.data : nullptr, a.ld_din = d2x.ld;
+    a.z = at(z_at);
+    a.dy = at(dy_at);
+    a.dz = at(dz_at);
+    a.x = at(x_at);
+    a.hidden_curved = hidden_curved;
+    a.out_curved = out_curved;
+    fused::launch_plan(plan, a, s);
+    if (dL_ddLdoutput) unstage(ddy, *dL_ddLdoutput, s);
+    if (dL_dinput) {
+      // Piecewise-linear layers throughout: dL/dinput does not depend on the input (almost everywhere).
+      if (!curved)
+        TF_GPU_CHECK(gpuMemset2DAsync(d2x.data, d2x.ld * sizeof(T), 0, in * sizeof(T), rows, s));
+      unstage(d2x, *dL_dinput, s);
+    }
+    if (!param_grads) return true;
+
+    T* dz = static_cast<T*>(at(dz_at));
+    T* xs = static_cast<T*>(at(x_at));
+    for (size_t li = 0; li < layers_.size(); ++li) {
+      fused::WeightGradLayer& gl = grads[li];
+      gl.dz = dz + stack * rows * w * li;  // the output layer's follows the hidden ones
+      gl.ld_dz = gl.rows;
+      gl.x = xs + (li == 0 ? 0 : stack * rows * (in + w * (li - 1)));
+      gl.ld_x = gl.cols;
+    }
+    float* partial = static_cast<float*>(at(partial_at));
+    launches([&](size_t first, size_t n, int64_t b) {
+      fused::launch_weight_gradients(kDType, b, &grads[first], static_cast<int>(n), partial, mode == GradientMode::Accumulate, s);
+    });
     return true;
   }
 

@@ -115,6 +115,14 @@ void launch_plan(const FusedPlan& plan, const BackwardArgs& a, float* partial, g
   }
 }
 
+void launch_plan(const FusedPlan& plan, const SecondOrderArgs& a, gpuStream_t stream) {
+  if (plan.blocks == 0) return;
+  if (plan.kernel != FusedKernel::GeneralSecondOrder) wrong_arguments(plan, "second-order arguments");
+  LaunchParams p = plan.params;
+  SecondOrderArgs args = a;
+  launch_general(plan, p, args, stream);
+}
+
 size_t plan_partial_floats(const FusedPlan& plan) {
   return plan.kernel == FusedKernel::PipelinedWeightGrads || plan.kernel == FusedKernel::PipelinedTrainStep
              ? static_cast<size_t>(plan.blocks) * plan.params.partial_floats_per_block

@@ -88,6 +88,41 @@ struct BackwardArgs {
   int64_t ld_in = 0;
 };
 
+// The second derivatives (backward_backward_input; FusedKernel::GeneralSecondOrder). With v =
+// dL2/d(dL/dinput) and g = dL/doutput, the kernel recomputes the forward (z, y) and runs the three
+// sweeps of the CPU reference (src/cpu/mlp.cpp) on chip, rounding to T wherever a layer-by-layer
+// implementation would store:
+//   1. the backward from g: dY_l, dZ_l = dY_l act'(z_l);
+//   2. from v up: bdz_l = a_{l-1} W_l^T (a_{-1} = v), a_l = bdz_l act'(z_l),
+//      bz_l = dY_l act''(z_l) bdz_l; dL2/dg = a of the output layer;
+//   3. from the topmost curved layer down: dZ2_l = bz_l + (dZ2_{l+1} W_{l+1}) act'(z_l);
+//      dL2/dinput = dZ2_0 W_0.
+// Layer l's weight gradient is dz_l^T a_{l-1} + dZ2_l^T y_{l-1}: the kernel writes each layer's
+// [dz_l; dZ2_l] and [a_{l-1}; y_{l-1}] stacked (rows 0 .. batch - 1, then batch .. 2 batch - 1) for
+// the weight-gradient kernels below; with no curved layer there is no dZ2 and no second half.
+// Matrices by layer: n_hidden (batch x width) matrices then the output layer's (batch x
+// out_width), or, for the layers' inputs, (batch x in_width) then n_hidden (batch x width); the
+// stacked ones have twice the rows.
+struct SecondOrderArgs {
+  int64_t batch = 0;
+  const void* weights = nullptr;
+  const void* input = nullptr;  // (batch x in_width)
+  int64_t ld_in = 0;
+  const void* dL_ddLdinput = nullptr;  // v (batch x in_width)
+  int64_t ld_v = 0;
+  const void* dL_doutput = nullptr;  // g (batch x out_width)
+  int64_t ld_dout = 0;
+  void* dL_ddLdoutput = nullptr;  // (batch x out_width), or null
+  int64_t ld_ddout = 0;
+  void* dL_dinput = nullptr;  // (batch x in_width), or null; only where some layer is curved
+  int64_t ld_din = 0;
+  void* z = nullptr;   // every layer's z, by layer (batch rows)
+  void* dy = nullptr;  // dY, then bz, of the curved layers, by layer (batch rows); null where none is
+  void* dz = nullptr;  // [dz; dZ2] by layer, or null (no parameter gradients)
+  void* x = nullptr;   // [a; y] of each layer's input, by layer, or null
+  bool hidden_curved = false, out_curved = false;  // act'' is not 0 (not piecewise linear)
+};
+
 // Weight gradients: for each layer, grad (rows x cols, row-major, T) = [grad +] dz^T x summed
 // over the batch in FP32, in an order fixed by the batch size (bitwise repeatable; no atomics).
 // dz is (batch x rows), x (batch x cols). Up to kWeightGradLayersPerLaunch layers go through one

@@ -13,8 +13,9 @@ enum class FusedPass : uint8_t {
   Backward,             // dZ of every layer and / or dL/dinput
   BackwardWeightGrads,  // parameter gradients (no dL/dinput) with the weight gradients formed inside
   TrainStep,            // forward, loss, backward and weight gradients in one kernel
+  SecondOrder,          // backward_backward_input: the second derivatives
 };
-constexpr int kFusedPasses = 6;
+constexpr int kFusedPasses = 7;
 
 enum class FusedKernel : uint8_t {
   None,                  // no kernel takes the pass as one: the network runs it as several
@@ -25,6 +26,7 @@ enum class FusedKernel : uint8_t {
   PipelinedTrainStep,    // pipelined/: the whole training pass
   Wgmma,                 // hopper/: warpgroup inference, rows copied by the warps
   WgmmaTma,              // hopper/: warpgroup inference, whole tiles moved by TMA
+  GeneralSecondOrder,    // general/: fused_second_order_kernel, then the weight-gradient kernels
 };
 const char* to_string(FusedKernel kernel);
 const char* to_string(FusedPass pass);

@@ -19,6 +19,7 @@ const char* to_string(FusedKernel kernel) {
     case FusedKernel::PipelinedTrainStep: return "pipelined (one-kernel training step)";
     case FusedKernel::Wgmma: return "hopper wgmma";
     case FusedKernel::WgmmaTma: return "hopper wgmma (TMA)";
+    case FusedKernel::GeneralSecondOrder: return "general (second order)";
   }
   return "?";
 }
@@ -31,6 +32,7 @@ const char* to_string(FusedPass pass) {
     case FusedPass::Backward: return "backward";
     case FusedPass::BackwardWeightGrads: return "backward with weight gradients";
     case FusedPass::TrainStep: return "training step";
+    case FusedPass::SecondOrder: return "second derivatives";
   }
   return "?";
 }
@@ -80,6 +82,10 @@ FusedPlan plan_pass(const PlanInputs& in) {
     case FusedPass::TrainStep:
       // It folds the loss and forms the weight gradients inside: either switch off rules it out.
       if (pipelined && o.one_kernel_step && o.folded_loss && o.fused_weight_grads) return plan_pipelined_train_step(in);
+      return p;
+    case FusedPass::SecondOrder:
+      // A general-family kernel (mma.sync, sm_75+): TINYFUSE_FUSED_KERNELS=general keeps it.
+      if (o.fused_second_order) return plan_general_second_order(in);
       return p;
   }
   return p;

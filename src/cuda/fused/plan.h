@@ -6,7 +6,8 @@
 //
 // The kernel families (each in its own folder; docs/ARCHITECTURE.md has the table):
 //   general/     fused_forward_kernel, fused_backward_kernel: mma.sync (sm_75+), every shape;
-//                the reference the others are checked against, bit for bit.
+//                the reference the others are checked against, bit for bit. Also
+//                fused_second_order_kernel, the second derivatives (every shape).
 //   pipelined/   persistent kernels that pipeline rows through shared memory with cp.async
 //                (sm_80+): inference and backward; on sm_90+ also the training forward (with the
 //                L2, RelativeL2 or L1 loss folded in), the backward that forms the weight gradients
@@ -87,6 +88,7 @@ struct GeneralKernel {
 FusedPlan plan_general(const GeneralKernel& kernel, const PlanInputs& in);
 FusedPlan plan_general_forward(const PlanInputs& in);         // Inference, TrainingForward
 FusedPlan plan_general_backward(const PlanInputs& in);        // Backward
+FusedPlan plan_general_second_order(const PlanInputs& in);    // SecondOrder
 FusedPlan plan_pipelined_inference(const PlanInputs& in);     // Inference
 FusedPlan plan_pipelined_training_forward(const PlanInputs& in);  // TrainingForward, ForwardWithLoss
 FusedPlan plan_pipelined_backward(const PlanInputs& in);      // Backward
@@ -98,6 +100,7 @@ FusedPlan plan_hopper_inference(const PlanInputs& in);        // Inference
 // them (PipelinedWeightGrads, PipelinedTrainStep), else null. Nothing here synchronises the host.
 void launch_plan(const FusedPlan& plan, const ForwardArgs& args, float* partial, gpuStream_t stream);
 void launch_plan(const FusedPlan& plan, const BackwardArgs& args, float* partial, gpuStream_t stream);
+void launch_plan(const FusedPlan& plan, const SecondOrderArgs& args, gpuStream_t stream);
 // The FP32 partials a plan's kernel writes (0 for kernels that write none).
 size_t plan_partial_floats(const FusedPlan& plan);
 

@@ -118,6 +118,25 @@ __device__ __forceinline__ void activate_run_time(Activation act, Element&& x) {
   activate_run_time<B, N>(act, [&](int i) { return x(i); }, [&](int i, float y) { x(i) = y; });
 }
 
+// act'(z) and act''(z) of a pair of pre-activations (the second-order kernel): None and ReLU
+// inline, the others in one call. Returns {act'(z0), act'(z1), act''(z0), act''(z1)}.
+template <int N>
+__device__ __noinline__ Floats<2 * N> derivatives_out_of_line(Activation act, Floats<N> z) {
+  Floats<2 * N> d;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    d.v[i] = activate_derivative(act, z.v[i]);
+    d.v[N + i] = activate_second_derivative(act, z.v[i]);
+  }
+  return d;
+}
+__device__ __forceinline__ float4 pair_derivatives(Activation act, float z0, float z1) {
+  if (act == Activation::None) return make_float4(1.0f, 1.0f, 0.0f, 0.0f);
+  if (act == Activation::ReLU) return make_float4(z0 > 0.0f ? 1.0f : 0.0f, z1 > 0.0f ? 1.0f : 0.0f, 0.0f, 0.0f);
+  const Floats<4> d = derivatives_out_of_line<2>(act, Floats<2>{{z0, z1}});
+  return make_float4(d.v[0], d.v[1], d.v[2], d.v[3]);
+}
+
 // store(i, act'(load(i))) (derivative_from_saved) likewise, ReLU inline; the caller handles None
 // (act' = 1, dZ = dY).
 template <int B, int N, typename Load, typename Store>

@@ -11,6 +11,7 @@
 // HIP builds compile backward_hip.cuh's kernel (AMD matrix-core builtins, dZ through LDS) in place of this file's
 // (mma.sync, dZ in registers); the host side below is shared.
 #include "cuda/fused/kernel_common.cuh"
+#include "cuda/fused/general/mma_products.cuh"
 #include "cuda/fused/plan.h"
 #include "cuda/primitives/mma.cuh"
 #if defined(TINYFUSE_WITH_HIP)
@@ -27,34 +28,6 @@ namespace {
 
 template <int WIDTH>
 using Tile = Tiling<WIDTH>;
-
-// acc (rows x 16 * N_PAIRS) += dz[., ks] (rows x 16, one k-step) * W[k0 .. k0 + 15][n0 ..],
-// W in shared memory with row stride `stride`.
-template <typename T, int MT, int KS, int N_PAIRS>
-__device__ __forceinline__ void product_step(float (&acc)[MT][2 * N_PAIRS][4], const uint32_t (&dz)[MT][KS][4], int ks,
-                                             const T* w, int stride, int k0, int n0) {
-  const int lane = threadIdx.x % kWarpSize, q = lane / 8, r = lane % 8;
-#pragma unroll
-  for (int j = 0; j < N_PAIRS; ++j) {
-    uint32_t b[4];
-    ptx::ldmatrix_x4_trans(b, ptx::shared_address(w + (k0 + (q % 2) * 8 + r) * stride + n0 + 16 * j + (q / 2) * 8));
-#pragma unroll
-    for (int m = 0; m < MT; ++m) {
-      mma_16816<T>(acc[m][2 * j], dz[m][ks], b[0], b[1]);
-      mma_16816<T>(acc[m][2 * j + 1], dz[m][ks], b[2], b[3]);
-    }
-  }
-}
-
-template <int MT, int NT>
-__device__ __forceinline__ void zero(float (&acc)[MT][NT][4]) {
-#pragma unroll
-  for (int m = 0; m < MT; ++m)
-#pragma unroll
-    for (int n = 0; n < NT; ++n)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) acc[m][n][i] = 0.0f;
-}
 
 // At least three blocks per SM (at most 168 registers): the run-time activation's out-of-line
 // call (run_time_activation.cuh), made while the output layer's accumulators are live, otherwise
@@ -104,7 +77,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize, 3)
             }
             if (dz_out) store_pair(dz_out, s.out_width, r, c, batch, d[m][0][i]);
           }
-        product_step<T, MT, 1, Tl::kNTiles / 2>(acc, d, 0, w, WIDTH + kSmemPad, k0, 0);
+        times_weights<T, MT, 1, Tl::kNTiles / 2>(acc, d, 0, w, WIDTH + kSmemPad, k0, 0);
       }
     }
 
@@ -133,7 +106,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize, 3)
         zero(acc);
 #pragma unroll
         for (int ks = 0; ks < Tl::kKSteps; ++ks)
-          product_step<T, MT, Tl::kKSteps, Tl::kNTiles / 2>(acc, dz, ks, w, WIDTH + kSmemPad, 16 * ks, 0);
+          times_weights<T, MT, Tl::kKSteps, Tl::kNTiles / 2>(acc, dz, ks, w, WIDTH + kSmemPad, 16 * ks, 0);
       } else if (args.dL_dinput) {
         // dL/dinput = dZ_0 * W_0, 16 input columns at a time.
         const int stride = s.in_width + kSmemPad;
@@ -141,7 +114,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize, 3)
           float o[MT][2][4];
           zero(o);
 #pragma unroll
-          for (int ks = 0; ks < Tl::kKSteps; ++ks) product_step<T, MT, Tl::kKSteps, 1>(o, dz, ks, w, stride, 16 * ks, c0);
+          for (int ks = 0; ks < Tl::kKSteps; ++ks) times_weights<T, MT, Tl::kKSteps, 1>(o, dz, ks, w, stride, 16 * ks, c0);
 #pragma unroll
           for (int m = 0; m < MT; ++m)
 #pragma unroll
