@@ -294,8 +294,6 @@ class FullyFusedMlp final : public GpuMlp<T> {
       total += scratch_bytes(bytes);
       return offset;
     };
-    const size_t z_at = take(true, by_out * sizeof(T));
-    const size_t dy_at = take(curved, by_out * sizeof(T));
     const size_t dz_at = take(param_grads, stack * by_out * sizeof(T));
     const size_t x_at = take(param_grads, stack * by_in * sizeof(T));
     const size_t partial_at = take(param_grads, partial_floats * sizeof(float));
@@ -315,8 +313,6 @@ class FullyFusedMlp final : public GpuMlp<T> {
     a.dL_doutput = g.data, a.ld_dout = g.ld;
     a.dL_ddLdoutput = dL_ddLdoutput ? ddy.data : nullptr, a.ld_ddout = ddy.ld;
     a.dL_dinput = dL_dinput && curved ? d2x.data : nullptr, a.ld_din = d2x.ld;
-    a.z = at(z_at);
-    a.dy = at(dy_at);
     a.dz = at(dz_at);
     a.x = at(x_at);
     a.hidden_curved = hidden_curved;

@@ -120,6 +120,7 @@ void launch_plan(const FusedPlan& plan, const SecondOrderArgs& a, gpuStream_t st
   if (plan.kernel != FusedKernel::GeneralSecondOrder) wrong_arguments(plan, "second-order arguments");
   LaunchParams p = plan.params;
   SecondOrderArgs args = a;
+  args.state_offset = p.weight_bytes;  // the warps' rows follow the weights
   launch_general(plan, p, args, stream);
 }
 

@@ -97,6 +97,7 @@ struct BackwardArgs {
 //      bz_l = dY_l act''(z_l) bdz_l; dL2/dg = a of the output layer;
 //   3. from the topmost curved layer down: dZ2_l = bz_l + (dZ2_{l+1} W_{l+1}) act'(z_l);
 //      dL2/dinput = dZ2_0 W_0.
+// act'(z) and dY act''(z) are rounded to T once, in sweep 1, and read so by the sweeps after it.
 // Layer l's weight gradient is dz_l^T a_{l-1} + dZ2_l^T y_{l-1}: the kernel writes each layer's
 // [dz_l; dZ2_l] and [a_{l-1}; y_{l-1}] stacked (rows 0 .. batch - 1, then batch .. 2 batch - 1) for
 // the weight-gradient kernels below; with no curved layer there is no dZ2 and no second half.
@@ -116,12 +117,21 @@ struct SecondOrderArgs {
   int64_t ld_ddout = 0;
   void* dL_dinput = nullptr;  // (batch x in_width), or null; only where some layer is curved
   int64_t ld_din = 0;
-  void* z = nullptr;   // every layer's z, by layer (batch rows)
-  void* dy = nullptr;  // dY, then bz, of the curved layers, by layer (batch rows); null where none is
   void* dz = nullptr;  // [dz; dZ2] by layer, or null (no parameter gradients)
   void* x = nullptr;   // [a; y] of each layer's input, by layer, or null
   bool hidden_curved = false, out_curved = false;  // act'' is not 0 (not piecewise linear)
+  int state_offset = 0;  // bytes: where the warps' rows start in shared memory, after the weights (set by the launch)
 };
+
+// The shared memory the second-order kernel keeps per warp beside the weights: for each layer,
+// act'(z) of its rows (first z) and, where the activation is curved, dY act''(z) (then bz), each
+// rows x (out + 8) elements of `elem_bytes` (the pad spreads a fragment's rows over the banks).
+inline size_t second_order_warp_state_bytes(const FusedShape& s, int rows, size_t elem_bytes, bool hidden_curved,
+                                            bool out_curved) {
+  const size_t hidden = static_cast<size_t>(rows) * (s.width + 8) * (hidden_curved ? 2 : 1);
+  const size_t out = static_cast<size_t>(rows) * (s.out_width + 8) * (out_curved ? 2 : 1);
+  return (static_cast<size_t>(s.n_hidden) * hidden + out) * elem_bytes;
+}
 
 // Weight gradients: for each layer, grad (rows x cols, row-major, T) = [grad +] dz^T x summed
 // over the batch in FP32, in an order fixed by the batch size (bitwise repeatable; no atomics).

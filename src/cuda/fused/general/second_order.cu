@@ -1,12 +1,14 @@
 // The fused second-derivative pass, fused_second_order_kernel: for a tile of rows, the forward
 // recomputed and the three second-order sweeps (launch.h, SecondOrderArgs), every product on
 // tensor cores with the weights in shared memory, every row's values in its warp's registers from
-// one layer to the next. What one sweep leaves for a later one (z, dY / bz) and what the
-// weight-gradient kernels read (the stacked [dz; dZ2] and [a; y]) go to scratch; each element is
-// written and read back by the same lane (a pair's place in the accumulator layout is its place in
-// the A-fragment layout), so the warps never wait for each other. Tiling, shared-memory weights
-// and launch as the general forward and backward kernels (kernel_common.cuh).
-// CUDA only (mma.sync); HIP builds run the FP32 sweeps (mlp_second_order.h).
+// one layer to the next. What one sweep leaves for a later one stays in the warp's own rows of
+// shared memory: per layer first z, then act'(z), and dY act''(z), then bz, where the activation is
+// curved. Each element is written and read back by the same lane (a pair's place in the
+// accumulator layout is its place in the A-fragment layout), so the warps never wait for each
+// other. Only the weight-gradient kernels' operands (the stacked [dz; dZ2] and [a; y]) and the
+// results go to global memory. Tiling and weights as the general forward and backward kernels
+// (kernel_common.cuh). CUDA only (mma.sync); HIP builds run the FP32 sweeps (mlp_second_order.h).
+#include "core/activation_math.h"
 #include "cuda/fused/epilogue.cuh"
 #include "cuda/fused/general/mma_products.cuh"
 #include "cuda/fused/kernel_common.cuh"
@@ -20,18 +22,24 @@ namespace {
 
 #if !defined(TINYFUSE_WITH_HIP)
 
-template <typename T, int WIDTH>
-struct SecondOrderTile {
-  using Tl = Tiling<WIDTH>;
-  static constexpr int MT = Tl::kMTiles, NT = Tl::kNTiles, KS = Tl::kKSteps;
-  static constexpr int kStride = WIDTH + kSmemPad;  // shared-memory row stride of a layer with WIDTH inputs
-  using Acc = float[MT][NT][4];
-  using Frags = uint32_t[MT][KS][4];
-};
-
-// A pair's row and column in a (rows x WIDTH) accumulator: tile (m, n), half h (row g or g + 8).
-__device__ __forceinline__ int64_t pair_row(int64_t row0, int m, int h) { return row0 + 16 * m + lane_group() + 8 * h; }
+// A pair's row in the warp's rows and its column in a (rows x 8 * N) accumulator: tile (m, n),
+// half h (row g or g + 8).
+__device__ __forceinline__ int pair_row(int m, int h) { return 16 * m + lane_group() + 8 * h; }
 __device__ __forceinline__ int pair_col(int n) { return 8 * n + 2 * lane_in_group(); }
+
+// One layer's rows of a warp in shared memory (row stride out + 8): slot 0 z, then act'(z); slot
+// 1 (curved layers) dY act''(z), then bz.
+template <typename T>
+struct LayerRows {
+  T* at[2];
+  int ld;
+  __device__ __forceinline__ uint32_t get(int slot, int row, int col) const {
+    return *reinterpret_cast<const uint32_t*>(at[slot] + row * ld + col);
+  }
+  __device__ __forceinline__ void put(int slot, int row, int col, uint32_t v) const {
+    *reinterpret_cast<uint32_t*>(at[slot] + row * ld + col) = v;
+  }
+};
 
 // acc = src (batch x in_width, rows from row0) * W_0^T, W_0 in shared memory; the source's pairs
 // also copied to `copy` (dense, in_width wide) where not null.
@@ -58,6 +66,21 @@ __device__ __forceinline__ void first_layer(float (&acc)[Tiling<WIDTH>::kMTiles]
   }
 }
 
+// Sweep 1's per-pair step: from z (slot 0) and the incoming dY, act'(z) rounded in place of z,
+// dY act''(z) into slot 1 where curved; returns dZ = dY act'(z) packed.
+template <typename T>
+__device__ __forceinline__ uint32_t first_sweep_pair(const LayerRows<T>& rows, Activation act, bool curved, int row,
+                                                     int col, float dy0, float dy1) {
+  if (act == Activation::None) return pack2<T>(dy0, dy1);
+  const float2 z = unpack2<T>(rows.get(0, row, col));
+  const float4 d = pair_derivatives(act, z.x, z.y);
+  const uint32_t d1 = pack2<T>(d.x, d.y);
+  rows.put(0, row, col, d1);
+  if (curved) rows.put(1, row, col, pack2<T>(dy0 * d.z, dy1 * d.w));
+  const float2 r = unpack2<T>(d1);
+  return pack2<T>(dy0 * r.x, dy1 * r.y);
+}
+
 template <typename T, int WIDTH>
 __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize, 2)
     fused_second_order_kernel(KernelShape s, SecondOrderArgs args, int64_t n_tiles) {
@@ -75,22 +98,36 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize, 2)
   // Layers [0, n_flowing) get a second-order dZ2 (sweep 3 starts at the topmost curved layer).
   const int n_flowing = out_curved ? top + 1 : hidden_curved ? top : 0;
   const int64_t stack = n_flowing > 0 ? 2 : 1;
-
-  // Layer l's matrix in the by-layer scratch areas (launch.h), and its row stride.
-  auto by_out = [&](void* base, int l, int64_t rows) -> T* {
-    return base ? static_cast<T*>(base) + static_cast<int64_t>(l) * rows * batch * WIDTH : nullptr;
-  };
-  auto by_in = [&](void* base, int l) -> T* {
-    if (!base) return nullptr;
-    const int64_t first = stack * batch * s.in_width;
-    return static_cast<T*>(base) + (l == 0 ? 0 : first + static_cast<int64_t>(l - 1) * stack * batch * WIDTH);
-  };
-  T* const zs = static_cast<T*>(args.z);
-  auto z_of = [&](int l) { return by_out(zs, l, 1); };
-  auto dy_of = [&](int l) { return by_out(args.dy, l, 1); };
-  auto dz_of = [&](int l) { return by_out(args.dz, l, stack); };
   const int out_w = s.out_width;
-  const int64_t second_half_out = batch;  // rows: dZ2 follows dz, y follows a
+
+  // This warp's rows of each layer in shared memory (second_order_warp_state_bytes's layout).
+  const int hidden_elems = Tl::kRows * (WIDTH + 8), out_elems = Tl::kRows * (out_w + 8);
+  const int warp_elems = top * hidden_elems * (hidden_curved ? 2 : 1) + out_elems * (out_curved ? 2 : 1);
+  T* const state = reinterpret_cast<T*>(reinterpret_cast<char*>(smem_raw) + args.state_offset) + warp * warp_elems;
+  auto rows_of = [&](int l) {
+    LayerRows<T> r;
+    if (l < top) {
+      r.at[0] = state + l * hidden_elems * (hidden_curved ? 2 : 1);
+      r.at[1] = r.at[0] + hidden_elems;
+      r.ld = WIDTH + 8;
+    } else {
+      r.at[0] = state + top * hidden_elems * (hidden_curved ? 2 : 1);
+      r.at[1] = r.at[0] + out_elems;
+      r.ld = out_w + 8;
+    }
+    return r;
+  };
+
+  // Layer l's matrix of the weight-gradient operands (launch.h), and the second half's offset.
+  auto dz_of = [&](int l) -> T* {
+    return args.dz ? static_cast<T*>(args.dz) + static_cast<int64_t>(l) * stack * batch * WIDTH : nullptr;
+  };
+  auto x_of = [&](int l) -> T* {
+    if (!args.x) return nullptr;
+    const int64_t first = stack * batch * s.in_width;
+    return static_cast<T*>(args.x) + (l == 0 ? 0 : first + static_cast<int64_t>(l - 1) * stack * batch * WIDTH);
+  };
+  const int64_t second_half = batch;  // rows: dZ2 follows dz, y follows a
 
   if (s.resident) stage_all_layers<WIDTH>(smem, weights, s);
   auto weights_of = [&](int l) -> const T* {
@@ -103,40 +140,39 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize, 2)
     float acc[MT][NT][4];
     uint32_t a[MT][KS][4];
 
-    // ---- The forward pass: z of every layer with an activation, y of the hidden layers (the A
-    // fragments of the next layer, and the second half of its [a; y]).
+    // ---- The forward pass: z of every layer with an activation (slot 0), y of the hidden layers
+    // (the next layer's A fragments, and the second half of its [a; y]).
     {
-      T* x0 = by_in(args.x, 0);
+      T* x0 = x_of(0);
       first_layer<T, WIDTH>(acc, args.input, args.ld_in, weights_of(0), s.in_width, row0, batch,
-                            x0 && stack == 2 ? x0 + second_half_out * s.in_width : nullptr);
+                            x0 && stack == 2 ? x0 + second_half * s.in_width : nullptr);
     }
     for (int l = 0; l < top; ++l) {
       if (l > 0) {
         zero(acc);
         times_weights_transposed<T, MT, KS, NT / 2>(acc, a, weights_of(l), stride, 0);
       }
-      T* z = z_of(l);
-      T* y_next = by_in(args.x, l + 1);
-      if (y_next && stack == 2) y_next += second_half_out * WIDTH;
-      else y_next = nullptr;
+      const LayerRows<T> rows = rows_of(l);
+      T* y_next = x_of(l + 1);
+      y_next = y_next && stack == 2 ? y_next + second_half * WIDTH : nullptr;
 #pragma unroll
       for (int m = 0; m < MT; ++m)
 #pragma unroll
         for (int n = 0; n < NT; ++n)
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
-            const int64_t r = pair_row(row0, m, h);
-            const int c = pair_col(n);
+            const int rr = pair_row(m, h), c = pair_col(n);
             float v[2] = {round_to<T>(acc[m][n][2 * h]), round_to<T>(acc[m][n][2 * h + 1])};
-            if (s.act != Activation::None) store_pair(z, WIDTH, r, c, batch, pack2<T>(v[0], v[1]));
+            if (s.act != Activation::None) rows.put(0, rr, c, pack2<T>(v[0], v[1]));
             activate_run_time<kGeneralActivationCall, 2>(s.act, [&](int i) -> float& { return v[i]; });
             const uint32_t y = pack2<T>(v[0], v[1]);
             a[m][n / 2][(n % 2) * 2 + h] = y;
-            if (y_next) store_pair(y_next, WIDTH, r, c, batch, y);
+            if (y_next) store_pair(y_next, WIDTH, row0 + rr, c, batch, y);
           }
     }
     if (s.out_act != Activation::None) {
       const T* w = weights_of(top);
+      const LayerRows<T> rows = rows_of(top);
       for (int c0 = 0; c0 < out_w; c0 += 16) {
         float o[MT][2][4];
         zero(o);
@@ -147,15 +183,15 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize, 2)
           for (int n = 0; n < 2; ++n)
 #pragma unroll
             for (int h = 0; h < 2; ++h)
-              store_pair(z_of(top), out_w, pair_row(row0, m, h), c0 + pair_col(n), batch,
-                         z_pair<T>(o[m][n][2 * h], o[m][n][2 * h + 1]));
+              rows.put(0, pair_row(m, h), c0 + pair_col(n), z_pair<T>(o[m][n][2 * h], o[m][n][2 * h + 1]));
       }
     }
 
-    // ---- Sweep 1, the backward from g: dz of every layer (the first half of its [dz; dZ2]); dY
-    // of the curved layers, for sweep 2.
+    // ---- Sweep 1, the backward from g: dz of every layer (the first half of its [dz; dZ2]);
+    // act'(z) in place of z, and dY act''(z) of the curved layers.
     {
       const T* w = weights_of(top);
+      const LayerRows<T> rows = rows_of(top);
       T* dz = dz_of(top);
       zero(acc);
       for (int k0 = 0; k0 < out_w; k0 += 16) {
@@ -164,24 +200,17 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize, 2)
         for (int m = 0; m < MT; ++m)
 #pragma unroll
           for (int i = 0; i < 4; ++i) {
-            const int64_t r = pair_row(row0, m, i % 2);
+            const int rr = pair_row(m, i % 2);
             const int c = k0 + 2 * t + (i / 2) * 8;
-            const uint32_t dy = load_pair(args.dL_doutput, args.ld_dout, r, c, batch);
-            uint32_t v = dy;
-            if (s.out_act != Activation::None) {
-              const float2 zz = unpack2<T>(load_pair(z_of(top), out_w, r, c, batch));
-              const float4 der = pair_derivatives(s.out_act, zz.x, zz.y);
-              const float2 g = unpack2<T>(dy);
-              v = pack2<T>(g.x * der.x, g.y * der.y);
-            }
-            if (out_curved) store_pair(dy_of(top), out_w, r, c, batch, dy);
-            if (dz) store_pair(dz, out_w, r, c, batch, v);
-            d[m][0][i] = v;
+            const float2 g = unpack2<T>(load_pair(args.dL_doutput, args.ld_dout, row0 + rr, c, batch));
+            d[m][0][i] = first_sweep_pair(rows, s.out_act, out_curved, rr, c, g.x, g.y);
+            if (dz) store_pair(dz, out_w, row0 + rr, c, batch, d[m][0][i]);
           }
         times_weights<T, MT, 1, NT / 2>(acc, d, 0, w, stride, k0, 0);
       }
     }
     for (int l = top - 1; l >= 0; --l) {
+      const LayerRows<T> rows = rows_of(l);
       T* dz = dz_of(l);
 #pragma unroll
       for (int m = 0; m < MT; ++m)
@@ -189,18 +218,11 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize, 2)
         for (int n = 0; n < NT; ++n)
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
-            const int64_t r = pair_row(row0, m, h);
-            const int c = pair_col(n);
-            const float dy0 = round_to<T>(acc[m][n][2 * h]), dy1 = round_to<T>(acc[m][n][2 * h + 1]);
-            uint32_t v = pack2<T>(dy0, dy1);
-            if (hidden_curved) store_pair(dy_of(l), WIDTH, r, c, batch, v);
-            if (s.act != Activation::None) {
-              const float2 zz = unpack2<T>(load_pair(z_of(l), WIDTH, r, c, batch));
-              const float4 der = pair_derivatives(s.act, zz.x, zz.y);
-              v = pack2<T>(dy0 * der.x, dy1 * der.y);
-            }
+            const int rr = pair_row(m, h), c = pair_col(n);
+            const uint32_t v = first_sweep_pair(rows, s.act, hidden_curved, rr, c, round_to<T>(acc[m][n][2 * h]),
+                                                round_to<T>(acc[m][n][2 * h + 1]));
             a[m][n / 2][(n % 2) * 2 + h] = v;
-            if (dz) store_pair(dz, WIDTH, r, c, batch, v);
+            if (dz) store_pair(dz, WIDTH, row0 + rr, c, batch, v);
           }
       if (l > 0) {
         const T* w = weights_of(l);
@@ -211,39 +233,37 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize, 2)
     }
 
     // ---- Sweep 2, from v up: bdz = a_{l-1} W_l^T; a_l = bdz act'(z_l) (the first half of the next
-    // layer's [a; y]); bz_l = dY_l act''(z_l) bdz in place of dY_l; dL2/dg = the output layer's a.
-    first_layer<T, WIDTH>(acc, args.dL_ddLdinput, args.ld_v, weights_of(0), s.in_width, row0, batch, by_in(args.x, 0));
+    // layer's [a; y]); bz_l = dY_l act''(z_l) bdz in slot 1; dL2/dg = the output layer's a.
+    first_layer<T, WIDTH>(acc, args.dL_ddLdinput, args.ld_v, weights_of(0), s.in_width, row0, batch, x_of(0));
     for (int l = 0; l < top; ++l) {
       if (l > 0) {
         zero(acc);
         times_weights_transposed<T, MT, KS, NT / 2>(acc, a, weights_of(l), stride, 0);
       }
-      T* a_next = by_in(args.x, l + 1);
+      const LayerRows<T> rows = rows_of(l);
+      T* a_next = x_of(l + 1);
 #pragma unroll
       for (int m = 0; m < MT; ++m)
 #pragma unroll
         for (int n = 0; n < NT; ++n)
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
-            const int64_t r = pair_row(row0, m, h);
-            const int c = pair_col(n);
+            const int rr = pair_row(m, h), c = pair_col(n);
             const float b0 = round_to<T>(acc[m][n][2 * h]), b1 = round_to<T>(acc[m][n][2 * h + 1]);
-            float4 der = make_float4(1.0f, 1.0f, 0.0f, 0.0f);
-            if (s.act != Activation::None) {
-              const float2 zz = unpack2<T>(load_pair(z_of(l), WIDTH, r, c, batch));
-              der = pair_derivatives(s.act, zz.x, zz.y);
-            }
-            const uint32_t v = pack2<T>(b0 * der.x, b1 * der.y);
+            float2 d1 = make_float2(1.0f, 1.0f);
+            if (s.act != Activation::None) d1 = unpack2<T>(rows.get(0, rr, c));
+            const uint32_t v = pack2<T>(b0 * d1.x, b1 * d1.y);
             a[m][n / 2][(n % 2) * 2 + h] = v;
-            if (a_next) store_pair(a_next, WIDTH, r, c, batch, v);
+            if (a_next) store_pair(a_next, WIDTH, row0 + rr, c, batch, v);
             if (hidden_curved) {
-              const float2 dy = unpack2<T>(load_pair(dy_of(l), WIDTH, r, c, batch));
-              store_pair(dy_of(l), WIDTH, r, c, batch, pack2<T>(dy.x * der.z * b0, dy.y * der.w * b1));
+              const float2 cz = unpack2<T>(rows.get(1, rr, c));
+              rows.put(1, rr, c, pack2<T>(cz.x * b0, cz.y * b1));
             }
           }
     }
     if (args.dL_ddLdoutput || out_curved) {
       const T* w = weights_of(top);
+      const LayerRows<T> rows = rows_of(top);
       for (int c0 = 0; c0 < out_w; c0 += 16) {
         float o[MT][2][4];
         zero(o);
@@ -254,19 +274,15 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize, 2)
           for (int n = 0; n < 2; ++n)
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
-              const int64_t r = pair_row(row0, m, h);
-              const int c = c0 + pair_col(n);
+              const int rr = pair_row(m, h), c = c0 + pair_col(n);
               const float b0 = round_to<T>(o[m][n][2 * h]), b1 = round_to<T>(o[m][n][2 * h + 1]);
-              float4 der = make_float4(1.0f, 1.0f, 0.0f, 0.0f);
-              if (s.out_act != Activation::None) {
-                const float2 zz = unpack2<T>(load_pair(z_of(top), out_w, r, c, batch));
-                der = pair_derivatives(s.out_act, zz.x, zz.y);
-              }
+              float2 d1 = make_float2(1.0f, 1.0f);
+              if (s.out_act != Activation::None) d1 = unpack2<T>(rows.get(0, rr, c));
               if (args.dL_ddLdoutput)
-                store_pair(args.dL_ddLdoutput, args.ld_ddout, r, c, batch, pack2<T>(b0 * der.x, b1 * der.y));
+                store_pair(args.dL_ddLdoutput, args.ld_ddout, row0 + rr, c, batch, pack2<T>(b0 * d1.x, b1 * d1.y));
               if (out_curved) {
-                const float2 dy = unpack2<T>(load_pair(dy_of(top), out_w, r, c, batch));
-                store_pair(dy_of(top), out_w, r, c, batch, pack2<T>(dy.x * der.z * b0, dy.y * der.w * b1));
+                const float2 cz = unpack2<T>(rows.get(1, rr, c));
+                rows.put(1, rr, c, pack2<T>(cz.x * b0, cz.y * b1));
               }
             }
       }
@@ -278,6 +294,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize, 2)
     bool have_e = false;
     if (n_flowing == top + 1) {  // a curved output layer: dZ2 = bz, 16 columns at a time
       const T* w = weights_of(top);
+      const LayerRows<T> rows = rows_of(top);
       T* dz = dz_of(top);
       zero(acc);
       for (int k0 = 0; k0 < out_w; k0 += 16) {
@@ -286,16 +303,17 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize, 2)
         for (int m = 0; m < MT; ++m)
 #pragma unroll
           for (int i = 0; i < 4; ++i) {
-            const int64_t r = pair_row(row0, m, i % 2);
+            const int rr = pair_row(m, i % 2);
             const int c = k0 + 2 * t + (i / 2) * 8;
-            d[m][0][i] = load_pair(dy_of(top), out_w, r, c, batch);
-            if (dz) store_pair(dz + second_half_out * out_w, out_w, r, c, batch, d[m][0][i]);
+            d[m][0][i] = rows.get(1, rr, c);
+            if (dz) store_pair(dz + second_half * out_w, out_w, row0 + rr, c, batch, d[m][0][i]);
           }
         times_weights<T, MT, 1, NT / 2>(acc, d, 0, w, stride, k0, 0);
       }
       have_e = true;
     }
     for (int l = top - 1; l >= 0; --l) {
+      const LayerRows<T> rows = rows_of(l);
       T* dz = dz_of(l);
 #pragma unroll
       for (int m = 0; m < MT; ++m)
@@ -303,27 +321,25 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize, 2)
         for (int n = 0; n < NT; ++n)
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
-            const int64_t r = pair_row(row0, m, h);
-            const int c = pair_col(n);
+            const int rr = pair_row(m, h), c = pair_col(n);
             float e0 = 0.0f, e1 = 0.0f, bz0 = 0.0f, bz1 = 0.0f;
             if (have_e) {
               e0 = round_to<T>(acc[m][n][2 * h]);
               e1 = round_to<T>(acc[m][n][2 * h + 1]);
               if (s.act != Activation::None) {
-                const float2 zz = unpack2<T>(load_pair(z_of(l), WIDTH, r, c, batch));
-                const float4 der = pair_derivatives(s.act, zz.x, zz.y);
-                e0 *= der.x;
-                e1 *= der.y;
+                const float2 d1 = unpack2<T>(rows.get(0, rr, c));
+                e0 *= d1.x;
+                e1 *= d1.y;
               }
             }
             if (hidden_curved) {
-              const float2 bz = unpack2<T>(load_pair(dy_of(l), WIDTH, r, c, batch));
+              const float2 bz = unpack2<T>(rows.get(1, rr, c));
               bz0 = bz.x;
               bz1 = bz.y;
             }
             const uint32_t v = pack2<T>(bz0 + e0, bz1 + e1);
             a[m][n / 2][(n % 2) * 2 + h] = v;
-            if (dz) store_pair(dz + second_half_out * WIDTH, WIDTH, r, c, batch, v);
+            if (dz) store_pair(dz + second_half * WIDTH, WIDTH, row0 + rr, c, batch, v);
           }
       have_e = true;
       const T* w = weights_of(l);
@@ -344,7 +360,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize, 2)
             for (int n = 0; n < 2; ++n)
 #pragma unroll
               for (int h = 0; h < 2; ++h)
-                store_pair(args.dL_dinput, args.ld_din, pair_row(row0, m, h), c0 + pair_col(n), batch,
+                store_pair(args.dL_dinput, args.ld_din, row0 + pair_row(m, h), c0 + pair_col(n), batch,
                            pack2<T>(o[m][n][2 * h], o[m][n][2 * h + 1]));
         }
       }
@@ -353,19 +369,23 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize, 2)
 }
 
 template <typename T, int WIDTH>
-GeneralKernel kernel_of() {
-  return {reinterpret_cast<const void*>(fused_second_order_kernel<T, WIDTH>), Tiling<WIDTH>::kBlockRows, 0};
+GeneralKernel kernel_of(const FusedShape& shape) {
+  const size_t warp_bytes = second_order_warp_state_bytes(shape, Tiling<WIDTH>::kRows, sizeof(T),
+                                                          !activation_is_piecewise_linear(shape.act),
+                                                          !activation_is_piecewise_linear(shape.out_act));
+  return {reinterpret_cast<const void*>(fused_second_order_kernel<T, WIDTH>), Tiling<WIDTH>::kBlockRows,
+          kWarpsPerBlock * warp_bytes};
 }
 
 template <typename T>
-GeneralKernel kernel_by_width(int width) {
-  switch (width) {
-    case 16: return kernel_of<T, 16>();
-    case 32: return kernel_of<T, 32>();
-    case 64: return kernel_of<T, 64>();
-    case 128: return kernel_of<T, 128>();
+GeneralKernel kernel_by_width(const FusedShape& shape) {
+  switch (shape.width) {
+    case 16: return kernel_of<T, 16>(shape);
+    case 32: return kernel_of<T, 32>(shape);
+    case 64: return kernel_of<T, 64>(shape);
+    case 128: return kernel_of<T, 128>(shape);
   }
-  throw UnsupportedError("internal: fused MLP width " + std::to_string(width));
+  throw UnsupportedError("internal: fused MLP width " + std::to_string(shape.width));
 }
 
 #endif  // !TINYFUSE_WITH_HIP
@@ -377,10 +397,19 @@ FusedPlan plan_general_second_order(const PlanInputs& in) {
   (void)in;
   return FusedPlan{};  // the FP32 sweeps run instead
 #else
-  FusedPlan p;
-  if (in.dtype == DType::F16) p = plan_general(kernel_by_width<__half>(in.shape.width), in);
-  else if (in.dtype == DType::BF16) p = plan_general(kernel_by_width<__nv_bfloat16>(in.shape.width), in);
+  GeneralKernel k{};
+  if (in.dtype == DType::F16) k = kernel_by_width<__half>(in.shape);
+  else if (in.dtype == DType::BF16) k = kernel_by_width<__nv_bfloat16>(in.shape);
   else throw UnsupportedError("internal: fused MLP dtype " + to_string(in.dtype));
+  // The warps' rows take at most half of a block's shared memory, so that the weights keep room
+  // (a shape past that, deep and wide, runs the FP32 sweeps).
+  if (k.extra_smem_bytes > in.device->max_smem_per_block / 2) return FusedPlan{};
+  FusedPlan p;
+  try {
+    p = plan_general(k, in);
+  } catch (const UnsupportedError&) {
+    return FusedPlan{};  // a layer's weights and the rows do not fit together
+  }
   p.kernel = FusedKernel::GeneralSecondOrder;
   return p;
 #endif
