@@ -9,12 +9,14 @@
 // results go to global memory. Tiling and weights as the general forward and backward kernels
 // (kernel_common.cuh). CUDA only (mma.sync); HIP builds run the FP32 sweeps (mlp_second_order.h).
 #include "core/activation_math.h"
-#include "cuda/fused/epilogue.cuh"
-#include "cuda/fused/general/mma_products.cuh"
 #include "cuda/fused/kernel_common.cuh"
 #include "cuda/fused/plan.h"
+#if !defined(TINYFUSE_WITH_HIP)
+#include "cuda/fused/epilogue.cuh"
+#include "cuda/fused/general/mma_products.cuh"
 #include "cuda/fused/run_time_activation.cuh"
 #include "cuda/primitives/mma.cuh"
+#endif
 
 namespace tinyfuse::cuda::fused {
 
