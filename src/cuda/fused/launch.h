@@ -97,7 +97,8 @@ struct BackwardArgs {
 //      bz_l = dY_l act''(z_l) bdz_l; dL2/dg = a of the output layer;
 //   3. from the topmost curved layer down: dZ2_l = bz_l + (dZ2_{l+1} W_{l+1}) act'(z_l);
 //      dL2/dinput = dZ2_0 W_0.
-// act'(z) and dY act''(z) are rounded to T once, in sweep 1, and read so by the sweeps after it.
+// act'(z) and act''(z) are computed in the forward from the rounded z and kept rounded to T, as is
+// dY act''(z).
 // Layer l's weight gradient is dz_l^T a_{l-1} + dZ2_l^T y_{l-1}: the kernel writes each layer's
 // [dz_l; dZ2_l] and [a_{l-1}; y_{l-1}] stacked (rows 0 .. batch - 1, then batch .. 2 batch - 1) for
 // the weight-gradient kernels below; with no curved layer there is no dZ2 and no second half.
@@ -124,7 +125,7 @@ struct SecondOrderArgs {
 };
 
 // The shared memory the second-order kernel keeps per warp beside the weights: for each layer,
-// act'(z) of its rows (first z) and, where the activation is curved, dY act''(z) (then bz), each
+// act'(z) of its rows and, where the activation is curved, act''(z) (then dY act''(z), then bz), each
 // rows x (out + 8) elements of `elem_bytes` (the pad spreads a fragment's rows over the banks).
 inline size_t second_order_warp_state_bytes(const FusedShape& s, int rows, size_t elem_bytes, bool hidden_curved,
                                             bool out_curved) {

@@ -118,23 +118,34 @@ __device__ __forceinline__ void activate_run_time(Activation act, Element&& x) {
   activate_run_time<B, N>(act, [&](int i) { return x(i); }, [&](int i, float y) { x(i) = y; });
 }
 
-// act'(z) and act''(z) of a pair of pre-activations (the second-order kernel): None and ReLU
-// inline, the others in one call. Returns {act'(z0), act'(z1), act''(z0), act''(z1)}.
+// act(z), act'(z) and act''(z) of N pre-activations at once (the second-order kernel's forward,
+// which keeps the derivatives for its later sweeps): out of line for every activation but None
+// and ReLU, as activate_out_of_line. Returns {act(z_i)..., act'(z_i)..., act''(z_i)...}.
 template <int N>
-__device__ __noinline__ Floats<2 * N> derivatives_out_of_line(Activation act, Floats<N> z) {
-  Floats<2 * N> d;
+__device__ __noinline__ Floats<3 * N> activation_derivatives_out_of_line(Activation act, Floats<N> z) {
+  Floats<3 * N> d;
 #pragma unroll
   for (int i = 0; i < N; ++i) {
-    d.v[i] = activate_derivative(act, z.v[i]);
-    d.v[N + i] = activate_second_derivative(act, z.v[i]);
+    d.v[i] = activate(act, z.v[i]);
+    d.v[N + i] = activate_derivative(act, z.v[i]);
+    d.v[2 * N + i] = activate_second_derivative(act, z.v[i]);
   }
   return d;
 }
-__device__ __forceinline__ float4 pair_derivatives(Activation act, float z0, float z1) {
-  if (act == Activation::None) return make_float4(1.0f, 1.0f, 0.0f, 0.0f);
-  if (act == Activation::ReLU) return make_float4(z0 > 0.0f ? 1.0f : 0.0f, z1 > 0.0f ? 1.0f : 0.0f, 0.0f, 0.0f);
-  const Floats<4> d = derivatives_out_of_line<2>(act, Floats<2>{{z0, z1}});
-  return make_float4(d.v[0], d.v[1], d.v[2], d.v[3]);
+template <int N>
+__device__ __forceinline__ Floats<3 * N> activation_derivatives(Activation act, const Floats<N>& z) {
+  Floats<3 * N> d;
+  if (act == Activation::None || act == Activation::ReLU) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      const bool pass = act == Activation::None || z.v[i] > 0.0f;
+      d.v[i] = act == Activation::None ? z.v[i] : activate(Activation::ReLU, z.v[i]);
+      d.v[N + i] = pass ? 1.0f : 0.0f;
+      d.v[2 * N + i] = 0.0f;
+    }
+    return d;
+  }
+  return activation_derivatives_out_of_line<N>(act, z);
 }
 
 // store(i, act'(load(i))) (derivative_from_saved) likewise, ReLU inline; the caller handles None

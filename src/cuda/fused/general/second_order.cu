@@ -2,8 +2,8 @@
 // recomputed and the three second-order sweeps (launch.h, SecondOrderArgs), every product on
 // tensor cores with the weights in shared memory, every row's values in its warp's registers from
 // one layer to the next. What one sweep leaves for a later one stays in the warp's own rows of
-// shared memory: per layer first z, then act'(z), and dY act''(z), then bz, where the activation is
-// curved. Each element is written and read back by the same lane (a pair's place in the
+// shared memory: per layer act'(z), and where the activation is curved act''(z), then dY act''(z),
+// then bz (all three derivatives come from one activation call in the forward). Each element is written and read back by the same lane (a pair's place in the
 // accumulator layout is its place in the A-fragment layout), so the warps never wait for each
 // other. Only the weight-gradient kernels' operands (the stacked [dz; dZ2] and [a; y]) and the
 // results go to global memory. Tiling and weights as the general forward and backward kernels
@@ -12,7 +12,6 @@
 #include "cuda/fused/kernel_common.cuh"
 #include "cuda/fused/plan.h"
 #if !defined(TINYFUSE_WITH_HIP)
-#include "cuda/fused/epilogue.cuh"
 #include "cuda/fused/general/mma_products.cuh"
 #include "cuda/fused/run_time_activation.cuh"
 #include "cuda/primitives/mma.cuh"
@@ -29,8 +28,8 @@ namespace {
 __device__ __forceinline__ int pair_row(int m, int h) { return 16 * m + lane_group() + 8 * h; }
 __device__ __forceinline__ int pair_col(int n) { return 8 * n + 2 * lane_in_group(); }
 
-// One layer's rows of a warp in shared memory (row stride out + 8): slot 0 z, then act'(z); slot
-// 1 (curved layers) dY act''(z), then bz.
+// One layer's rows of a warp in shared memory (row stride out + 8): slot 0 act'(z); slot 1
+// (curved layers) act''(z), then dY act''(z), then bz.
 template <typename T>
 struct LayerRows {
   T* at[2];
@@ -68,19 +67,30 @@ __device__ __forceinline__ void first_layer(float (&acc)[Tiling<WIDTH>::kMTiles]
   }
 }
 
-// Sweep 1's per-pair step: from z (slot 0) and the incoming dY, act'(z) rounded in place of z,
-// dY act''(z) into slot 1 where curved; returns dZ = dY act'(z) packed.
+// The forward's per-pair step from the rounded pre-activations: act'(z) into slot 0 (unless act
+// is None) and act''(z) into slot 1 (curved layers), rounded; returns y = act(z) packed.
+template <typename T>
+__device__ __forceinline__ uint32_t forward_pair(const LayerRows<T>& rows, Activation act, bool curved, int row, int col,
+                                                 float z0, float z1) {
+  if (act == Activation::None) return pack2<T>(z0, z1);
+  const Floats<6> f = activation_derivatives<2>(act, Floats<2>{{z0, z1}});
+  rows.put(0, row, col, pack2<T>(f.v[2], f.v[3]));
+  if (curved) rows.put(1, row, col, pack2<T>(f.v[4], f.v[5]));
+  return pack2<T>(f.v[0], f.v[1]);
+}
+
+// Sweep 1's per-pair step for the incoming dY: dY act''(z) in place of act''(z) (curved layers);
+// returns dZ = dY act'(z) packed.
 template <typename T>
 __device__ __forceinline__ uint32_t first_sweep_pair(const LayerRows<T>& rows, Activation act, bool curved, int row,
                                                      int col, float dy0, float dy1) {
+  if (curved) {
+    const float2 d2 = unpack2<T>(rows.get(1, row, col));
+    rows.put(1, row, col, pack2<T>(dy0 * d2.x, dy1 * d2.y));
+  }
   if (act == Activation::None) return pack2<T>(dy0, dy1);
-  const float2 z = unpack2<T>(rows.get(0, row, col));
-  const float4 d = pair_derivatives(act, z.x, z.y);
-  const uint32_t d1 = pack2<T>(d.x, d.y);
-  rows.put(0, row, col, d1);
-  if (curved) rows.put(1, row, col, pack2<T>(dy0 * d.z, dy1 * d.w));
-  const float2 r = unpack2<T>(d1);
-  return pack2<T>(dy0 * r.x, dy1 * r.y);
+  const float2 d1 = unpack2<T>(rows.get(0, row, col));
+  return pack2<T>(dy0 * d1.x, dy1 * d1.y);
 }
 
 template <typename T, int WIDTH>
@@ -142,8 +152,8 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize, 2)
     float acc[MT][NT][4];
     uint32_t a[MT][KS][4];
 
-    // ---- The forward pass: z of every layer with an activation (slot 0), y of the hidden layers
-    // (the next layer's A fragments, and the second half of its [a; y]).
+    // ---- The forward pass: act'(z) and act''(z) of every layer (slots 0 and 1), y of the hidden
+    // layers (the next layer's A fragments, and the second half of its [a; y]).
     {
       T* x0 = x_of(0);
       first_layer<T, WIDTH>(acc, args.input, args.ld_in, weights_of(0), s.in_width, row0, batch,
@@ -164,10 +174,8 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize, 2)
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
             const int rr = pair_row(m, h), c = pair_col(n);
-            float v[2] = {round_to<T>(acc[m][n][2 * h]), round_to<T>(acc[m][n][2 * h + 1])};
-            if (s.act != Activation::None) rows.put(0, rr, c, pack2<T>(v[0], v[1]));
-            activate_run_time<kGeneralActivationCall, 2>(s.act, [&](int i) -> float& { return v[i]; });
-            const uint32_t y = pack2<T>(v[0], v[1]);
+            const uint32_t y = forward_pair(rows, s.act, hidden_curved, rr, c, round_to<T>(acc[m][n][2 * h]),
+                                            round_to<T>(acc[m][n][2 * h + 1]));
             a[m][n / 2][(n % 2) * 2 + h] = y;
             if (y_next) store_pair(y_next, WIDTH, row0 + rr, c, batch, y);
           }
@@ -185,12 +193,13 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize, 2)
           for (int n = 0; n < 2; ++n)
 #pragma unroll
             for (int h = 0; h < 2; ++h)
-              rows.put(0, pair_row(m, h), c0 + pair_col(n), z_pair<T>(o[m][n][2 * h], o[m][n][2 * h + 1]));
+              forward_pair(rows, s.out_act, out_curved, pair_row(m, h), c0 + pair_col(n), round_to<T>(o[m][n][2 * h]),
+                           round_to<T>(o[m][n][2 * h + 1]));
       }
     }
 
-    // ---- Sweep 1, the backward from g: dz of every layer (the first half of its [dz; dZ2]);
-    // act'(z) in place of z, and dY act''(z) of the curved layers.
+    // ---- Sweep 1, the backward from g: dz of every layer (the first half of its [dz; dZ2]); dY
+    // act''(z) of the curved layers.
     {
       const T* w = weights_of(top);
       const LayerRows<T> rows = rows_of(top);
