@@ -14,10 +14,13 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <type_traits>
 
 #include "core/activation_math.h"
 #include "cuda/fused/launch.h"
 #include "cuda/common.cuh"
+#include "tinyfuse/errors.h"
 
 namespace tinyfuse::cuda::fused {
 
@@ -63,6 +66,19 @@ __host__ __device__ inline int64_t layer_smem_elems(int width, const KernelShape
 __host__ __device__ inline int64_t layer_smem_offset(int width, const KernelShape& s, int l) {
   if (!s.resident || l == 0) return 0;
   return layer_smem_elems(width, s, 0) + static_cast<int64_t>(l - 1) * width * (width + kSmemPad);
+}
+
+// f(std::integral_constant<int, W>{}) for a hidden width W of the general kernels (16, 32, 64 or
+// 128): the one switch from a network's width to a kernel instance; other widths are an error.
+template <typename F>
+auto with_hidden_width(int width, F&& f) {
+  switch (width) {
+    case 16: return f(std::integral_constant<int, 16>{});
+    case 32: return f(std::integral_constant<int, 32>{});
+    case 64: return f(std::integral_constant<int, 64>{});
+    case 128: return f(std::integral_constant<int, 128>{});
+  }
+  throw UnsupportedError("internal: fused MLP width " + std::to_string(width));
 }
 
 // Shared memory a launch needs, and whether every layer fits the budget at once.

@@ -145,13 +145,7 @@ GeneralKernel kernel_of() {
 
 template <typename T>
 GeneralKernel kernel_by_width(int width) {
-  switch (width) {
-    case 16: return kernel_of<T, 16>();
-    case 32: return kernel_of<T, 32>();
-    case 64: return kernel_of<T, 64>();
-    case 128: return kernel_of<T, 128>();
-  }
-  throw UnsupportedError("internal: fused MLP width " + std::to_string(width));
+  return with_hidden_width(width, [](auto w) { return kernel_of<T, decltype(w)::value>(); });
 }
 
 }  // namespace

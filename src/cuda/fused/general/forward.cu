@@ -209,13 +209,7 @@ GeneralKernel kernel_of(const FusedShape& shape) {
 
 template <typename T>
 GeneralKernel kernel_by_width(const FusedShape& shape) {
-  switch (shape.width) {
-    case 16: return kernel_of<T, 16>(shape);
-    case 32: return kernel_of<T, 32>(shape);
-    case 64: return kernel_of<T, 64>(shape);
-    case 128: return kernel_of<T, 128>(shape);
-  }
-  throw UnsupportedError("internal: fused MLP width " + std::to_string(shape.width));
+  return with_hidden_width(shape.width, [&](auto width) { return kernel_of<T, decltype(width)::value>(shape); });
 }
 
 }  // namespace
