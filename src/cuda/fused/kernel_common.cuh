@@ -17,7 +17,7 @@
 #include <string>
 #include <type_traits>
 
-#include "core/activation_math.h"
+#include "cuda/fused/fused_activation_math.cuh"
 #include "cuda/fused/launch.h"
 #include "cuda/common.cuh"
 #include "tinyfuse/errors.h"
@@ -166,7 +166,7 @@ __device__ __forceinline__ float derivative_from_saved(Activation act, float v, 
       default: break;
     }
   }
-  return activate_derivative(act, v);
+  return fused_activate_derivative(act, v);
 }
 
 #endif  // __CUDACC__ || __HIPCC__

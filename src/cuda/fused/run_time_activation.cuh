@@ -3,19 +3,19 @@
 // out-of-line function per kernel, called on a few elements at a time. The one place that decides
 // it, and how many elements each call site passes.
 //
-// Why out of line: activate() and activate_derivative() switch over ten activations, up to ~90
-// instructions each once inlined (Sine's range reduction, Softplus's exp, log and divide). A lane
-// holds 64-128 accumulator elements per layer, so inlining the switch at every element made ~90%
-// of the fused kernels' machine code and most of the CUDA backend's compile time. A call costs a
-// few moves and a branch per block of elements.
+// Why out of line: fused_activate() and fused_activate_derivative() (fused_activation_math.cuh)
+// switch over ten activations, tens of instructions each once inlined (Sine's range reduction,
+// the exp and log of the smooth ones). A lane holds 64-128 accumulator elements per layer, so
+// inlining the switch at every element made ~90% of the fused kernels' machine code and most of
+// the CUDA backend's compile time. A call costs a few moves and a branch per block of elements.
 // Why None and ReLU inline: one instruction each, and the common cases (identity outputs, ReLU
 // hidden layers on the general kernels and under a non-identity output); a call in their path
 // would cost more than the activation.
 //
-// The values are those of activate() / derivative_from_saved() element by element, as inlined:
-// the same operations on each element, and no a*b+c can be contracted across the call (its
-// argument is a rounded z or a saved value, its result is rounded to T or multiplied by dY and
-// rounded).
+// The values are those of fused_activate() / derivative_from_saved() element by element, as
+// inlined: the same operations on each element, and no a*b+c can be contracted across the call
+// (its argument is a rounded z or a saved value, its result is rounded to T or multiplied by dY
+// and rounded).
 #pragma once
 
 #include "cuda/fused/kernel_common.cuh"
@@ -26,7 +26,13 @@ namespace tinyfuse::cuda::fused {
 // across each call. Each is the largest that keeps every kernel free of spills (sm_75/80/90;
 // scripts/audit.sh checks it).
 constexpr int kBlockActivationCall = 8;    // whole blocks finished in place (pipelined inference, Hopper)
-constexpr int kGeneralActivationCall = 2;  // fused_forward_kernel (4 spills at 32 wide)
+// fused_forward_kernel: at 32 wide some size spills on each architecture (1: sm_80 BF16; 2: sm_90;
+// 4: sm_80), so it is chosen per architecture.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+constexpr int kGeneralActivationCall = 4;
+#else
+constexpr int kGeneralActivationCall = 2;
+#endif
 constexpr int kDerivativeCall = 2;         // dz_pair: the backward's act'(saved), one register's pair
 constexpr int kPassDerivativeCall = 8;     // the pipelined backward's hidden layers, in dz_pair's order
 // The pipelined training forward, which also keeps z: at 16 and 32 wide it stores z first and
@@ -44,7 +50,7 @@ struct Floats {
 template <Activation A, int N>
 __device__ __forceinline__ void activate_floats(Floats<N>& x) {
 #pragma unroll
-  for (int i = 0; i < N; ++i) x.v[i] = activate(A, x.v[i]);
+  for (int i = 0; i < N; ++i) x.v[i] = fused_activate(A, x.v[i]);
 }
 
 // act(x) element by element: one copy per kernel and block size; the switch is taken once per call.
@@ -99,7 +105,7 @@ __device__ __forceinline__ void activate_run_time(Activation act, Load&& load, S
     for (int i = 0; i < N; ++i) store(i, load(i));
   } else if (act == Activation::ReLU) {
 #pragma unroll
-    for (int i = 0; i < N; ++i) store(i, activate(Activation::ReLU, load(i)));
+    for (int i = 0; i < N; ++i) store(i, fused_activate(Activation::ReLU, load(i)));
   } else {
 #pragma unroll
     for (int j = 0; j < N; j += B) {
@@ -126,9 +132,9 @@ __device__ __noinline__ Floats<3 * N> activation_derivatives_out_of_line(Activat
   Floats<3 * N> d;
 #pragma unroll
   for (int i = 0; i < N; ++i) {
-    d.v[i] = activate(act, z.v[i]);
-    d.v[N + i] = activate_derivative(act, z.v[i]);
-    d.v[2 * N + i] = activate_second_derivative(act, z.v[i]);
+    d.v[i] = fused_activate(act, z.v[i]);
+    d.v[N + i] = fused_activate_derivative(act, z.v[i]);
+    d.v[2 * N + i] = fused_activate_second_derivative(act, z.v[i]);
   }
   return d;
 }
@@ -139,7 +145,7 @@ __device__ __forceinline__ Floats<3 * N> activation_derivatives(Activation act, 
 #pragma unroll
     for (int i = 0; i < N; ++i) {
       const bool pass = act == Activation::None || z.v[i] > 0.0f;
-      d.v[i] = act == Activation::None ? z.v[i] : activate(Activation::ReLU, z.v[i]);
+      d.v[i] = act == Activation::None ? z.v[i] : fused_activate(Activation::ReLU, z.v[i]);
       d.v[N + i] = pass ? 1.0f : 0.0f;
       d.v[2 * N + i] = 0.0f;
     }

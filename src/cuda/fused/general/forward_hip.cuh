@@ -37,7 +37,7 @@ __device__ __forceinline__ void hip_hidden_epilogue(FragAcc (&acc)[MT][NB], T* a
     for (int n = 0; n < NB; ++n)
       for_each_element(acc[m][n], lane, [&](int r, int c, float v) {
         const float z = round_to<T>(v);
-        const T y = from_float<T>(activate(act, z));
+        const T y = from_float<T>(fused_activate(act, z));
         const int rr = m * kFrag + r, col = n * kFrag + c;
         act_rows[rr * ld_act + col] = y;
         const int64_t row = row0 + rr;
@@ -101,7 +101,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kMaxWarpSize)
           const int64_t row = row0 + m * kFrag + r;
           const int col = c0 + c;
           if (row >= batch) return;
-          if (args.output) static_cast<T*>(args.output)[row * args.ld_out + col] = from_float<T>(activate(s.out_act, z));
+          if (args.output) static_cast<T*>(args.output)[row * args.ld_out + col] = from_float<T>(fused_activate(s.out_act, z));
           if (args.out_z) static_cast<T*>(args.out_z)[row * s.out_width + col] = from_float<T>(z);
         });
     }
