@@ -15,6 +15,7 @@
 #pragma once
 
 #include "core/activation_math.h"
+#include "cuda/common.cuh"  // the device keywords and intrinsics in HIP builds too
 
 namespace tinyfuse::cuda::fused {
 
