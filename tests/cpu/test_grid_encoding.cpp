@@ -9,7 +9,6 @@
 #include <cstring>
 #include <limits>
 
-#include "core/encodings/grid_math.h"
 #include "tinyfuse/tinyfuse.h"
 
 using namespace tinyfuse;
@@ -829,39 +828,6 @@ TEST(GridEncoding, FeedsANetwork) {
   model->inference(TensorView::matrix(x.data(), 10, 3), TensorView::matrix(y.data(), 10, 16));
   for (int r = 0; r < 10; ++r)
     for (int j = 0; j < 2; ++j) EXPECT_TRUE(std::isfinite(y[r * 16 + j]));
-}
-
-// The GPU kernels' lookup (grid_level_entry with the level's addressing decided once) gives
-// grid_entry's entry for every grid type, hash, dimension count, table size (powers of two and
-// not, 1), resolution (dense, hashed, too large for a dense index) and vertex, in range and not
-// (negative positions wrap to large unsigned vertices).
-TEST(GridMath, LevelEntryEqualsGridEntry) {
-  Pcg32 rng(29);
-  const GridType types[] = {GridType::Hash, GridType::Dense, GridType::Tiled};
-  const GridHash hashes[] = {GridHash::Prime, GridHash::CoherentPrime, GridHash::ReversedPrime, GridHash::Rng,
-                             GridHash::BaseConvert};
-  const uint32_t sizes[] = {1, 8, 1000, 4104, 1u << 14, 1u << 19, 3u << 20};
-  int64_t checked = 0, mismatches = 0;
-  for (GridType type : types)
-    for (GridHash hash : hashes)
-      for (uint32_t dims = 1; dims <= kGridMaxDims; ++dims)
-        for (uint32_t size : sizes)
-          for (uint32_t resolution : {2u, 17u, 129u, grid_max_dense_base(dims), grid_max_dense_base(dims) + 1u, 70000u}) {
-            if (resolution == 0) continue;  // grid_max_dense_base(1) + 1 wraps
-            const GridAddressing a = grid_level_addressing(type, size, resolution, dims);
-            const bool pow2 = (size & (size - 1)) == 0;
-            for (int k = 0; k < 40; ++k) {
-              uint32_t v[kGridMaxDims];
-              const uint32_t span = resolution + 1u;  // 0 where it wraps
-              for (uint32_t d = 0; d < dims; ++d)  // a quarter far out of range
-                v[d] = k % 4 == 3 || span == 0 ? rng.next_uint() : rng.next_uint() % span;
-              const uint32_t want = grid_entry(type, hash, size, resolution, v, dims);
-              const uint32_t got = grid_level_entry(a, hash, size, pow2, resolution, v, dims);
-              mismatches += got != want;
-              ++checked;
-            }
-          }
-  EXPECT_EQ(mismatches, 0) << "of " << checked << " vertices";
 }
 
 }  // namespace

@@ -187,45 +187,6 @@ TF_HOST_DEVICE inline uint32_t grid_entry(GridType type, GridHash hash, uint32_t
   return grid_entry_unreduced(type, hash, table_size, resolution, pos, dims) % table_size;
 }
 
-// Which of grid_entry_unreduced's branches a level takes, the same for every vertex of it: the
-// GPU kernels decide it once per level instead of at every corner.
-enum class GridAddressing : uint8_t {
-  Dense,   // the row-major dense index
-  Hashed,  // grid_hash of the vertex
-  Zero,    // neither (a resolution too large for a dense index in a Dense / Tiled level): index 0
-};
-
-TF_HOST_DEVICE inline GridAddressing grid_level_addressing(GridType type, uint32_t table_size, uint32_t resolution,
-                                                           uint32_t dims) {
-  uint32_t stride = 0xFFFFFFFFu;
-  if (resolution <= grid_max_dense_base(dims)) {
-    stride = 1;
-    for (uint32_t d = 0; d < dims; ++d) stride *= resolution;
-  }
-  if (type == GridType::Hash && table_size < stride) return GridAddressing::Hashed;
-  return resolution <= grid_max_dense_base(dims) ? GridAddressing::Dense : GridAddressing::Zero;
-}
-
-// grid_entry for a level whose addressing and size are known: the same value, with the reduction
-// modulo the size a mask for a power of two and no division for a dense index already in range
-// (a division at every corner was a sixth of the GPU grid forward's instructions).
-TF_HOST_DEVICE inline uint32_t grid_level_entry(GridAddressing addressing, GridHash hash, uint32_t table_size,
-                                               bool size_is_power_of_two, uint32_t resolution, const uint32_t* pos,
-                                               uint32_t dims) {
-  uint32_t index = 0;
-  if (addressing == GridAddressing::Hashed) {
-    index = grid_hash(hash, pos, dims);
-  } else if (addressing == GridAddressing::Dense) {
-    uint32_t stride = 1;
-    for (uint32_t d = 0; d < dims; ++d) {
-      index += pos[d] * stride;
-      stride *= resolution;
-    }
-  }
-  if (size_is_power_of_two) return index & (table_size - 1);
-  return index < table_size ? index : index % table_size;
-}
-
 // ---- Interpolation kernels ----
 
 template <typename T>

@@ -7,7 +7,6 @@
 #include <string>
 #include <type_traits>
 
-#include "core/encodings/grid_config.h"
 #include "core/encodings/grid_math.h"
 #include "cuda/common.cuh"
 
@@ -19,15 +18,7 @@ struct LevelInfo {
   uint32_t resolution;  // vertices per axis
   uint32_t offset;      // first table entry of the level
   uint32_t size;        // table entries of the level
-  GridAddressing addressing;
-  bool size_is_power_of_two;
 };
-
-inline LevelInfo make_level_info(const GridSpec& spec, uint32_t level) {
-  const uint32_t size = spec.level_table_size(level), resolution = spec.level_resolution[level];
-  return {spec.level_scale[level], resolution, spec.level_offset[level], size,
-          grid_level_addressing(spec.type, size, resolution, spec.n_dims), size > 0 && (size & (size - 1)) == 0};
-}
 
 // The settings every kernel takes by value.
 struct Launch {
@@ -109,10 +100,9 @@ __device__ __forceinline__ void corner_vertex(const Cell<D>& c, uint32_t corner,
 }
 
 // Global table entry (across levels) of vertex `v` in level `L`; its features start at entry * F.
-// grid_entry's value, the level's branch decided once (make_level_info).
 template <uint32_t D>
 __device__ __forceinline__ uint32_t entry_of(const Launch& g, const LevelInfo& L, const uint32_t* v) {
-  return L.offset + grid_level_entry(L.addressing, g.hash, L.size, L.size_is_power_of_two, L.resolution, v, D);
+  return L.offset + grid_entry(g.type, g.hash, L.size, L.resolution, v, D);
 }
 
 // F features of type T from p; `vec`: p is aligned to the vector width (min(F * sizeof(T), 16)).

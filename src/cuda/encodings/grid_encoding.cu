@@ -28,7 +28,7 @@ class GpuGridEncoding final : public Encoding {
         levels_(Device::CUDA, spec_.n_levels * sizeof(grid::LevelInfo)) {
     std::vector<grid::LevelInfo> host(spec_.n_levels);
     for (uint32_t l = 0; l < spec_.n_levels; ++l) {
-      host[l] = grid::make_level_info(spec_, l);
+      host[l] = {spec_.level_scale[l], spec_.level_resolution[l], spec_.level_offset[l], spec_.level_table_size(l)};
       level_entries_.push_back(spec_.level_table_size(l));
     }
     TF_GPU_CHECK(gpuMemcpyAsync(levels_.data(), host.data(), host.size() * sizeof(grid::LevelInfo), gpuMemcpyDefault,
