@@ -4,7 +4,7 @@
 // Squareplus); the others as activation_math.h writes them.
 //
 // Why: a fused kernel rounds every activation (and act') to FP16 / BF16 right after computing it,
-// 11 or 8 significant bits. The library exp, log and divide are correct to the last of 24 bits at
+// 11 or 8 significant bits. The library exp, log and divide are within an ulp or two of FP32 at
 // about 45 instructions for one Softplus (both branches, the divide's slow-path check); the
 // hardware ones are within 2^-21 relative (exp, divide) and 2^-21.4 absolute (log in [1, 2],
 // where Softplus takes it) at 13. Softplus hidden layers (W4e) made inference 1.7x slower than
