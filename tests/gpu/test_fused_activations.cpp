@@ -37,10 +37,7 @@ class FusedActivations : public ::testing::TestWithParam<std::tuple<DType, int, 
   }
 };
 
-float round_to(DType p, double v) {
-  const float f = static_cast<float>(v);
-  return p == DType::BF16 ? bf16_bits_to_float(float_to_bf16_bits(f)) : half_bits_to_float(float_to_half_bits(f));
-}
+const char* precision_name(DType p) { return p == DType::BF16 ? "bf16" : "f16"; }
 
 // The spacing of T's values at |v| (its subnormal spacing below the smallest normal).
 double ulp(DType p, double v) {
@@ -80,7 +77,7 @@ TEST_P(FusedActivations, WithinOneUnitOfTheStorageType) {
   const Activation act = parse_activation(name, "activation");
   const json config = {{"otype", "FullyFusedMLP"}, {"n_neurons", width}, {"n_hidden_layers", 1},
                        {"activation", name},       {"output_activation", "None"},
-                       {"precision", p == DType::BF16 ? "bf16" : "f16"}};
+                       {"precision", precision_name(p)}};
   auto net = create_network(config, width, width, BuildOptions{Device::CUDA});
   ASSERT_EQ(net->padded_output_width(), static_cast<uint32_t>(width));
 
@@ -125,7 +122,7 @@ TEST_P(FusedActivations, WithinOneUnitOfTheStorageType) {
                           << " values; worst at z = " << wd.z << ": " << wd.got << " against " << wd.want;
   // What the margin left (printed, so that a loosening of the kernels' accuracy shows before it fails).
   std::printf("[ fused activation ] %s %s width %d: worst error / bound %.3f (act), %.3f (act')\n", name.c_str(),
-              p == DType::BF16 ? "bf16" : "f16", width, wa.excess, wd.excess);
+              precision_name(p), width, wa.excess, wd.excess);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -134,7 +131,7 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values("ReLU", "LeakyReLU", "SiLU", "Exponential", "Sine", "Sigmoid", "Squareplus",
                                          "Softplus", "Tanh")),
     [](const auto& info) {
-      return std::string(std::get<0>(info.param) == DType::BF16 ? "bf16" : "f16") + "_w" +
+      return std::string(precision_name(std::get<0>(info.param))) + "_w" +
              std::to_string(std::get<1>(info.param)) + "_" + std::get<2>(info.param);
     });
 
