@@ -54,7 +54,10 @@ struct PipelineTiling {
   static constexpr int kFirstPasses = WIDTH / (8 * kFirstPassTiles);
   static constexpr int kMinBlocksPerSm = WIDTH == 128 ? 2 : 3;  // register cap 255 / 168
 };
-constexpr int kStages = 2;  // the tile being computed + the one in flight
+// Stage buffers per warp: the tile being computed + the one in flight. Where every layer's weights
+// and two stages do not fit shared memory, the training forward runs with one (plan_width): the
+// next tile's copy then starts when the tile is done, and the block's other warps cover its wait.
+constexpr int kStages = 2;
 
 // Layer 0's z, held as A fragments until the input in the stage is no longer read.
 template <int WIDTH>
@@ -373,7 +376,7 @@ __device__ __forceinline__ void* kept_matrix(void* base, int l, int64_t batch) {
 }
 
 // The kernel's body (sm_80+; pipelined_forward_kernel below chooses where it is compiled).
-template <typename T, int WIDTH, Epilogue HIDDEN, Epilogue OUT, bool KEEP>
+template <typename T, int WIDTH, Epilogue HIDDEN, Epilogue OUT, bool KEEP, int STAGES>
 __device__ __forceinline__ void pipelined_forward_body(KernelShape s, ForwardArgs args, int weight_bytes,
                                                     int stage_stride, int64_t n_tiles) {
   using Tl = PipelineTiling<WIDTH>;
@@ -381,16 +384,16 @@ __device__ __forceinline__ void pipelined_forward_body(KernelShape s, ForwardArg
   unsigned char* smem = reinterpret_cast<unsigned char*>(smem_raw);
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int stage_bytes = Tl::kRows * stage_stride;
-  const uint32_t stages = px::shared_address(smem + weight_bytes + warp * kStages * stage_bytes);
+  const uint32_t stages = px::shared_address(smem + weight_bytes + warp * STAGES * stage_bytes);
   const int64_t first = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + warp;
   const int64_t step = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
   const int64_t batch = args.batch;
   const bool keep_z = KEEP && args.hidden_z != nullptr;
   const bool keep_out_z = KEEP && args.out_z != nullptr;
 
-  // One commit group per tile: the first two tiles are in flight while the weights are staged
+  // One commit group per tile: the first STAGES tiles are in flight while the weights are staged
   // (whose wait, for all groups, also lands them; the loop's waits then count from there).
-  for (int st = 0; st < kStages; ++st) {
+  for (int st = 0; st < STAGES; ++st) {
     const int64_t tile = first + st * step;
     if (tile < n_tiles)
       load_tile<Tl::kRows>(stages + st * stage_bytes, stage_stride, args.input, args.ld_in, s.in_width,
@@ -407,7 +410,7 @@ __device__ __forceinline__ void pipelined_forward_body(KernelShape s, ForwardArg
     if constexpr (KEEP) {
       if (args.loss.gradients) prefetch_target<Tl::kRows>(args.loss, row0, batch, lane);
     }
-    px::cp_async_wait<kStages - 1>();  // this tile's copies (this lane's) have landed
+    px::cp_async_wait<STAGES - 1>();  // this tile's copies (this lane's) have landed
     __syncwarp();                      // ... and every lane's
 
     uint32_t a[Tl::kMTiles][Tl::kKSteps][4], h[Tl::kMTiles][Tl::kKSteps][4];
@@ -466,11 +469,11 @@ __device__ __forceinline__ void pipelined_forward_body(KernelShape s, ForwardArg
     }
     __syncwarp();  // the stage is read out before the next copy into it
 
-    const int64_t next = tile + kStages * step;
+    const int64_t next = tile + STAGES * step;
     if (next < n_tiles)
       load_tile<Tl::kRows>(stage, stage_stride, args.input, args.ld_in, s.in_width, next * Tl::kRows, batch, lane);
     px::cp_async_commit();
-    st ^= 1;
+    st = st + 1 == STAGES ? 0 : st + 1;
   }
   px::cp_async_wait<0>();
 }
@@ -481,21 +484,21 @@ __device__ __forceinline__ void pipelined_forward_body(KernelShape s, ForwardArg
 // plan_pipelined_training_forward chooses them on sm_90+ only; sm_80-89 train through fused_forward_kernel.
 constexpr int kPipelinedKeepMinArch = 900;
 
-template <typename T, int WIDTH, Epilogue HIDDEN, Epilogue OUT, bool KEEP>
+template <typename T, int WIDTH, Epilogue HIDDEN, Epilogue OUT, bool KEEP, int STAGES>
 __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize, PipelineTiling<WIDTH>::kMinBlocksPerSm)
     pipelined_forward_kernel(KernelShape s, ForwardArgs args, int weight_bytes, int stage_stride, int64_t n_tiles) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   if constexpr (KEEP && __CUDA_ARCH__ < kPipelinedKeepMinArch)
     __trap();  // never launched: plan_pipelined_training_forward checks for sm_90 first
   else
-    pipelined_forward_body<T, WIDTH, HIDDEN, OUT, KEEP>(s, args, weight_bytes, stage_stride, n_tiles);
+    pipelined_forward_body<T, WIDTH, HIDDEN, OUT, KEEP, STAGES>(s, args, weight_bytes, stage_stride, n_tiles);
 #else
   __trap();  // never launched: plan_pipelined checks for sm_80 first
 #endif
 }
 
-template <typename T, int WIDTH, Epilogue HIDDEN, Epilogue OUT, bool KEEP>
-FusedPlan plan_variant(const PlanInputs& in) {
+template <typename T, int WIDTH, Epilogue HIDDEN, Epilogue OUT, bool KEEP, int STAGES>
+FusedPlan plan_stages(const PlanInputs& in) {
   using Tl = PipelineTiling<WIDTH>;
   const FusedShape& shape = in.shape;
   const SmemPlan plan = plan_smem(shape, sizeof(T), static_cast<size_t>(-1));  // every layer resident
@@ -504,8 +507,8 @@ FusedPlan plan_variant(const PlanInputs& in) {
   int stage_cols = std::max(shape.in_width, shape.out_width);
   if (KEEP) stage_cols = std::max({stage_cols, shape.width, output_keeps_z(shape.out_act) ? 2 * shape.out_width : 0});
   const int stage_stride = (stage_cols + kSmemPad) * static_cast<int>(sizeof(T));
-  const size_t smem = weight_bytes + static_cast<size_t>(kWarpsPerBlock) * kStages * Tl::kRows * stage_stride;
-  const void* kernel = reinterpret_cast<const void*>(pipelined_forward_kernel<T, WIDTH, HIDDEN, OUT, KEEP>);
+  const size_t smem = weight_bytes + static_cast<size_t>(kWarpsPerBlock) * STAGES * Tl::kRows * stage_stride;
+  const void* kernel = reinterpret_cast<const void*>(pipelined_forward_kernel<T, WIDTH, HIDDEN, OUT, KEEP, STAGES>);
   const int64_t n_tiles = (in.batch + Tl::kRows - 1) / Tl::kRows;
   const int64_t blocks = persistent_grid_blocks(*in.device, kernel, kWarpsPerBlock * kWarpSize, smem, n_tiles, kWarpsPerBlock);
   FusedPlan p;
@@ -519,6 +522,18 @@ FusedPlan plan_variant(const PlanInputs& in) {
   p.params.n_tiles = n_tiles;
   p.params.weight_bytes = static_cast<int>(weight_bytes);
   p.params.stage_stride = stage_stride;
+  return p;
+}
+
+// Two stages where they fit; one for the 128-wide training forward where they do not (W2's 128 x 5
+// behind OneBlob: 174 KiB of weights + 68 KiB of two stages > 227 KiB; 208 KiB with one). Inference
+// at 128 wide runs the Hopper kernel on sm_90, where the training variants are built.
+template <typename T, int WIDTH, Epilogue HIDDEN, Epilogue OUT, bool KEEP>
+FusedPlan plan_variant(const PlanInputs& in) {
+  FusedPlan p = plan_stages<T, WIDTH, HIDDEN, OUT, KEEP, kStages>(in);
+  if constexpr (KEEP && WIDTH == 128) {
+    if (p.kernel == FusedKernel::None) p = plan_stages<T, WIDTH, HIDDEN, OUT, KEEP, 1>(in);
+  }
   return p;
 }
 
