@@ -7,20 +7,23 @@ namespace tinyfuse::cuda::fused {
 
 namespace {
 
-template <typename T, int WIDTH, Epilogue HIDDEN, Epilogue OUT>
-FusedPlan plan_variant(const PlanInputs& in) {
+template <typename T, int WIDTH, Epilogue HIDDEN, Epilogue OUT, int BUFFERS>
+FusedPlan plan_buffers(const PlanInputs& in) {
   using Tl = PipelineTiling<WIDTH>;
   const FusedShape& shape = in.shape;
   const SmemPlan plan = plan_smem(shape, sizeof(T), static_cast<size_t>(-1));  // every layer resident
   const size_t weight_bytes = (plan.bytes + 15) / 16 * 16;
-  // A buffer holds a hidden layer's saved rows then its dZ, dL/doutput (and out_z beside it), or
-  // dL/dinput.
-  const int stage_cols =
-      std::max({shape.width, output_keeps_z(shape.out_act) ? 2 * shape.out_width : shape.out_width,
-                in.layout.dL_dinput ? shape.in_width : 0});
+  // A ring buffer holds a hidden layer's saved rows then its dZ, dL/doutput (and out_z beside it),
+  // or dL/dinput; with one buffer, item 0 (dL/doutput, out_z) has a narrow one of its own.
+  const bool out_z = output_keeps_z(shape.out_act);
+  const int item0_cols = BUFFERS == kBwdBuffers ? (out_z ? 2 * shape.out_width : shape.out_width) : 0;
+  const int stage_cols = std::max({shape.width, item0_cols, in.layout.dL_dinput ? shape.in_width : 0});
   const int stage_stride = (stage_cols + kSmemPad) * static_cast<int>(sizeof(T));
-  const size_t smem = weight_bytes + static_cast<size_t>(kWarpsPerBlock) * kBwdBuffers * Tl::kRows * stage_stride;
-  const void* kernel = reinterpret_cast<const void*>(pipelined_backward_kernel<T, WIDTH, HIDDEN, OUT>);
+  const int item0_bytes =
+      BUFFERS == kBwdBuffers ? 0 : Tl::kRows * output_item_stride(shape.out_width, out_z, static_cast<int>(sizeof(T)));
+  const size_t smem =
+      weight_bytes + static_cast<size_t>(kWarpsPerBlock) * (BUFFERS * Tl::kRows * stage_stride + item0_bytes);
+  const void* kernel = reinterpret_cast<const void*>(pipelined_backward_kernel<T, WIDTH, HIDDEN, OUT, BUFFERS>);
   const int64_t n_tiles = (in.batch + Tl::kRows - 1) / Tl::kRows;
   const int64_t blocks = persistent_grid_blocks(*in.device, kernel, kWarpsPerBlock * kWarpSize, smem, n_tiles, kWarpsPerBlock);
   FusedPlan p;
@@ -34,6 +37,17 @@ FusedPlan plan_variant(const PlanInputs& in) {
   p.params.n_tiles = n_tiles;
   p.params.weight_bytes = static_cast<int>(weight_bytes);
   p.params.stage_stride = stage_stride;
+  return p;
+}
+
+// The ring where it fits; at 128 wide, where it does not, one buffer (W2's 128 x 5 behind OneBlob:
+// 174 KiB of weights + 102 KiB for the ring > 227 KiB; 214 KiB with one buffer).
+template <typename T, int WIDTH, Epilogue HIDDEN, Epilogue OUT>
+FusedPlan plan_variant(const PlanInputs& in) {
+  FusedPlan p = plan_buffers<T, WIDTH, HIDDEN, OUT, kBwdBuffers>(in);
+  if constexpr (WIDTH == 128) {
+    if (p.kernel == FusedKernel::None) p = plan_buffers<T, WIDTH, HIDDEN, OUT, kOneBuffer>(in);
+  }
   return p;
 }
 

@@ -8,7 +8,10 @@
 //  - a tile is a sequence of items, each a per-warp stage buffer's worth of rows: item 0 holds
 //    dL/doutput (and out_z beside it), item k >= 1 the saved derivative (y or z) of hidden layer
 //    n_hidden - k. Items stream through a ring of kBwdBuffers buffers with 16-byte cp.async, one
-//    item ahead of the one being computed (across tiles too);
+//    item ahead of the one being computed (across tiles too). Where every layer's weights and the
+//    ring do not fit shared memory (128 wide, deep: W2's 128 x 5), a warp has one buffer for the
+//    saved rows and a narrow one for item 0 (kOneBuffer): the next item's copy starts when the
+//    buffer is free, and the block's other warps cover its wait;
 //  - the output layer's dZ is formed in place in item 0's buffer (nothing to do for an identity
 //    output), stored from there, and read from there with ldmatrix as the A operand of the last
 //    hidden layer's dY; later layers keep dZ in registers (the accumulators' pairs are A
@@ -30,6 +33,13 @@ namespace {
 
 constexpr int kBwdBuffers = 3;  // the item being computed, the one before it (read by the next
                                 // item's product only when it is item 0) and the one in flight
+constexpr int kOneBuffer = 1;   // BUFFERS of the variant with one buffer + item 0's own
+
+// Bytes per row of item 0's buffer in the one-buffer variant: dL/doutput, out_z beside it where
+// the output activation keeps it (kSmemPad as every stage row).
+__host__ __device__ constexpr int output_item_stride(int out_width, bool keeps_z, int elem_bytes) {
+  return ((keeps_z ? 2 : 1) * out_width + kSmemPad) * elem_bytes;
+}
 
 // The backward kernels are built for (and launched on) sm_80+; see pipelined/backward.cu.
 constexpr int kPipelinedBackwardMinArch = 800;
@@ -177,11 +187,12 @@ __device__ __forceinline__ void hidden_dz(DzFrags<WIDTH>& dz,
 }
 
 // dZ of the last hidden layer: dY = dZ_out * W_out with dZ_out (rows x out_width) read from the
-// stage `dz_out`, W_out (out_width x WIDTH) at w; then hidden_dz with the saved rows at `saved`.
+// buffer `dz_out` (rows of out_stride bytes), W_out (out_width x WIDTH) at w; then hidden_dz with
+// the saved rows at `saved`.
 template <typename T, int WIDTH, Epilogue E>
-__device__ __forceinline__ void last_hidden_dz(DzFrags<WIDTH>& dz, uint32_t dz_out, int out_width, uint32_t w,
-                                               uint32_t saved, int stage_stride, Activation act, bool from_y,
-                                               int lane) {
+__device__ __forceinline__ void last_hidden_dz(DzFrags<WIDTH>& dz, uint32_t dz_out, int out_stride, int out_width,
+                                               uint32_t w, uint32_t saved, int stage_stride, Activation act,
+                                               bool from_y, int lane) {
   using Tl = PipelineTiling<WIDTH>;
   constexpr int stride = (WIDTH + kSmemPad) * 2;
 #pragma unroll
@@ -190,7 +201,7 @@ __device__ __forceinline__ void last_hidden_dz(DzFrags<WIDTH>& dz, uint32_t dz_o
     for (int k0 = 0; k0 < out_width; k0 += 16) {
       uint32_t a[Tl::kMTiles][4];
 #pragma unroll
-      for (int mt = 0; mt < Tl::kMTiles; ++mt) px::ldmatrix_x4(a[mt], a_block_row(dz_out, stage_stride, mt, k0, lane));
+      for (int mt = 0; mt < Tl::kMTiles; ++mt) px::ldmatrix_x4(a[mt], a_block_row(dz_out, out_stride, mt, k0, lane));
 #pragma unroll
       for (int p = 0; p < Tl::kPassTiles / 2; ++p) {
         uint32_t b[4];
@@ -289,8 +300,30 @@ struct ItemCursor {
   int k, buffer;
 };
 
-// Item c.k of tile c.tile into its buffer (nothing past the last tile, nor saved rows where the
-// derivative needs none), as one commit group; then the cursor moves on.
+// Item 0 of the tile at row0 (dL/doutput, out_z beside it where the output activation keeps it)
+// into buf; no commit.
+template <typename T, int WIDTH>
+__device__ __forceinline__ void load_output_item(uint32_t buf, int stride, const BackwardArgs& args,
+                                                 const KernelShape& s, Activation out_act, int64_t row0, int lane) {
+  using Tl = PipelineTiling<WIDTH>;
+  load_tile<Tl::kRows>(buf, stride, args.dL_doutput, args.ld_dout, s.out_width, row0, args.batch, lane);
+  if (out_act != Activation::None)
+    load_tile<Tl::kRows>(buf + 2 * s.out_width, stride, args.out_z, s.out_width, s.out_width, row0, args.batch, lane);
+}
+
+// Item k >= 1 of the tile at row0 (hidden layer n_hidden - k's saved rows; none where the
+// derivative needs none) into buf; no commit.
+template <typename T, int WIDTH>
+__device__ __forceinline__ void load_saved_item(uint32_t buf, int stride, const BackwardArgs& args,
+                                                const KernelShape& s, Activation act, int k, int64_t row0, int lane) {
+  using Tl = PipelineTiling<WIDTH>;
+  if (act == Activation::None) return;
+  const T* saved = static_cast<const T*>(args.hidden_deriv) + (s.n_hidden - k) * args.batch * WIDTH;
+  load_tile<Tl::kRows>(buf, stride, saved, WIDTH, WIDTH, row0, args.batch, lane);
+}
+
+// Item c.k of tile c.tile into its ring buffer (nothing past the last tile), as one commit group;
+// then the cursor moves on.
 template <typename T, int WIDTH>
 __device__ __forceinline__ void load_item(ItemCursor& c, uint32_t buffers, int buffer_bytes, int stage_stride,
                                           const BackwardArgs& args, const KernelShape& s, Activation act,
@@ -299,15 +332,10 @@ __device__ __forceinline__ void load_item(ItemCursor& c, uint32_t buffers, int b
   if (c.tile < n_tiles) {
     const uint32_t buf = buffers + c.buffer * buffer_bytes;
     const int64_t row0 = c.tile * Tl::kRows;
-    if (c.k == 0) {
-      load_tile<Tl::kRows>(buf, stage_stride, args.dL_doutput, args.ld_dout, s.out_width, row0, args.batch, lane);
-      if (out_act != Activation::None)
-        load_tile<Tl::kRows>(buf + 2 * s.out_width, stage_stride, args.out_z, s.out_width, s.out_width, row0,
-                             args.batch, lane);
-    } else if (act != Activation::None) {
-      const T* saved = static_cast<const T*>(args.hidden_deriv) + (s.n_hidden - c.k) * args.batch * WIDTH;
-      load_tile<Tl::kRows>(buf, stage_stride, saved, WIDTH, WIDTH, row0, args.batch, lane);
-    }
+    if (c.k == 0)
+      load_output_item<T, WIDTH>(buf, stage_stride, args, s, out_act, row0, lane);
+    else
+      load_saved_item<T, WIDTH>(buf, stage_stride, args, s, act, c.k, row0, lane);
   }
   px::cp_async_commit();
   c.buffer = c.buffer == kBwdBuffers - 1 ? 0 : c.buffer + 1;
@@ -317,15 +345,15 @@ __device__ __forceinline__ void load_item(ItemCursor& c, uint32_t buffers, int b
   }
 }
 
-template <typename T, int WIDTH, Epilogue HIDDEN, Epilogue OUT>
+template <typename T, int WIDTH, Epilogue HIDDEN, Epilogue OUT, int BUFFERS>
 __device__ __forceinline__ void pipelined_backward_body(KernelShape s, BackwardArgs args, int weight_bytes,
                                                      int stage_stride, int64_t n_tiles) {
+  static_assert(BUFFERS == kBwdBuffers || BUFFERS == kOneBuffer, "a ring of three, or one buffer + item 0's");
+  constexpr bool kRing = BUFFERS == kBwdBuffers;
   using Tl = PipelineTiling<WIDTH>;
   extern __shared__ uint4 smem_raw[];
   unsigned char* smem = reinterpret_cast<unsigned char*>(smem_raw);
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
-  const int buffer_bytes = Tl::kRows * stage_stride;
-  const uint32_t buffers = px::shared_address(smem + weight_bytes + warp * kBwdBuffers * buffer_bytes);
   const int64_t first = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + warp;
   const int64_t step = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
   const int64_t batch = args.batch, mat = batch * WIDTH;
@@ -334,36 +362,53 @@ __device__ __forceinline__ void pipelined_backward_body(KernelShape s, BackwardA
   const Activation out_act = OUT == Epilogue::Identity ? Activation::None : s.out_act;
   const bool from_y = HIDDEN == Epilogue::Relu || s.hidden_deriv_is_y;
   T* dz_base = static_cast<T*>(args.dz);
+  // The ring's buffers all have stage_stride; the one-buffer variant's item 0 has its own.
+  const int buffer_bytes = Tl::kRows * stage_stride;
+  const int out_stride = kRing ? stage_stride : output_item_stride(s.out_width, out_act != Activation::None, sizeof(T));
+  const int warp_bytes = BUFFERS * buffer_bytes + (kRing ? 0 : Tl::kRows * out_stride);
+  const uint32_t buffers = px::shared_address(smem + weight_bytes + warp * warp_bytes);
+  const uint32_t out_item = buffers + buffer_bytes;  // one-buffer variant only
 
-  // One commit group per item; the first kBwdBuffers - 1 are in flight while the weights are
-  // staged (whose wait lands them too; the loop's waits count from there).
+  // One commit group per item (ring) or per pair of copies (one buffer); the first are in flight
+  // while the weights are staged (whose wait lands them too; the loop's waits count from there).
   ItemCursor next{first, 0, 0};
-  for (int i = 0; i < kBwdBuffers - 1; ++i)
-    load_item<T, WIDTH>(next, buffers, buffer_bytes, stage_stride, args, s, act, out_act, n_tiles, step, lane);
+  if constexpr (kRing) {
+    for (int i = 0; i < kBwdBuffers - 1; ++i)
+      load_item<T, WIDTH>(next, buffers, buffer_bytes, stage_stride, args, s, act, out_act, n_tiles, step, lane);
+  } else {
+    if (first < n_tiles) {
+      load_output_item<T, WIDTH>(out_item, out_stride, args, s, out_act, first * Tl::kRows, lane);
+      load_saved_item<T, WIDTH>(buffers, stage_stride, args, s, act, 1, first * Tl::kRows, lane);
+    }
+    px::cp_async_commit();
+  }
   stage_weights_async<WIDTH>(smem, static_cast<const T*>(args.weights), s);
   const uint32_t w_base = px::shared_address(smem);
 
-  int b = 0;  // the current item's buffer
+  int b = 0;  // the current item's ring buffer
   for (int64_t tile = first; tile < n_tiles; tile += step) {
     const int64_t row0 = tile * Tl::kRows;
     DzFrags<WIDTH> dz;  // dZ of the layer above the current one (A fragments)
     for (int k = 0; k <= n_hidden; ++k) {
-      const uint32_t buf = buffers + b * buffer_bytes;
-      px::cp_async_wait<kBwdBuffers - 2>();  // this item's copies (this lane's) have landed
-      __syncwarp();                          // ... and every lane's
+      const uint32_t buf = kRing ? buffers + b * buffer_bytes : buffers;
+      // Item 0's buffer: this one (k == 0) or the one before it (k == 1) in the ring.
+      const uint32_t out_buf =
+          kRing ? (k == 0 ? buf : buffers + (b == 0 ? kBwdBuffers - 1 : b - 1) * buffer_bytes) : out_item;
+      px::cp_async_wait<kRing ? kBwdBuffers - 2 : 0>();  // this item's copies (this lane's) have landed
+      __syncwarp();                                       // ... and every lane's
       if (k == 0) {
-        output_dz_in_place<T, OUT>(buf, stage_stride, s.out_width, out_act, Tl::kMTiles, lane);
+        output_dz_in_place<T, OUT>(out_buf, out_stride, s.out_width, out_act, Tl::kMTiles, lane);
         if (dz_base)
-          store_tile<Tl::kRows, false>(buf, stage_stride, dz_base + n_hidden * mat, s.out_width, s.out_width, row0,
+          store_tile<Tl::kRows, false>(out_buf, out_stride, dz_base + n_hidden * mat, s.out_width, s.out_width, row0,
                                        batch, lane);
       } else {
         const int l = n_hidden - k;
         DzFrags<WIDTH> d;
         if (k == 1) {
-          const uint32_t out_buf = buffers + (b == 0 ? kBwdBuffers - 1 : b - 1) * buffer_bytes;
           last_hidden_dz<T, WIDTH, HIDDEN>(
-              d, out_buf, s.out_width, w_base + 2 * static_cast<uint32_t>(layer_smem_offset(WIDTH, s, n_hidden)), buf,
-              stage_stride, act, from_y, lane);
+              d, out_buf, out_stride, s.out_width,
+              w_base + 2 * static_cast<uint32_t>(layer_smem_offset(WIDTH, s, n_hidden)), buf, stage_stride, act,
+              from_y, lane);
         } else {
           inner_hidden_dz<T, WIDTH, HIDDEN>(
               d, dz, w_base + 2 * static_cast<uint32_t>(layer_smem_offset(WIDTH, s, l + 1)), buf, stage_stride, act,
@@ -383,22 +428,35 @@ __device__ __forceinline__ void pipelined_backward_body(KernelShape s, BackwardA
           store_tile<Tl::kRows, true>(buf, stage_stride, args.dL_dinput, args.ld_din, s.in_width, row0, batch, lane);
         }
       }
-      __syncwarp();  // the buffer two items back is read out before the next copy lands in it
-      load_item<T, WIDTH>(next, buffers, buffer_bytes, stage_stride, args, s, act, out_act, n_tiles, step, lane);
-      b = b == kBwdBuffers - 1 ? 0 : b + 1;
+      __syncwarp();  // the buffers the next copies land in are read out
+      if constexpr (kRing) {
+        load_item<T, WIDTH>(next, buffers, buffer_bytes, stage_stride, args, s, act, out_act, n_tiles, step, lane);
+        b = b == kBwdBuffers - 1 ? 0 : b + 1;
+      } else if (k >= 1) {
+        // Item 0's buffer is free once item 1 has read it: the next tile's item 0 goes in; the
+        // saved rows' buffer takes the next item (this tile's, or the next tile's item 1).
+        const int64_t after = tile + step;
+        if (k == 1 && after < n_tiles)
+          load_output_item<T, WIDTH>(out_item, out_stride, args, s, out_act, after * Tl::kRows, lane);
+        if (k < n_hidden)
+          load_saved_item<T, WIDTH>(buffers, stage_stride, args, s, act, k + 1, row0, lane);
+        else if (after < n_tiles)
+          load_saved_item<T, WIDTH>(buffers, stage_stride, args, s, act, 1, after * Tl::kRows, lane);
+        px::cp_async_commit();
+      }
     }
   }
   px::cp_async_wait<0>();
 }
 
-template <typename T, int WIDTH, Epilogue HIDDEN, Epilogue OUT>
+template <typename T, int WIDTH, Epilogue HIDDEN, Epilogue OUT, int BUFFERS>
 __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize, PipelineTiling<WIDTH>::kMinBlocksPerSm)
     pipelined_backward_kernel(KernelShape s, BackwardArgs args, int weight_bytes, int stage_stride, int64_t n_tiles) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   if constexpr (__CUDA_ARCH__ < kPipelinedBackwardMinArch)
     __trap();  // never launched: launch_pipelined_backward checks the architecture first
   else
-    pipelined_backward_body<T, WIDTH, HIDDEN, OUT>(s, args, weight_bytes, stage_stride, n_tiles);
+    pipelined_backward_body<T, WIDTH, HIDDEN, OUT, BUFFERS>(s, args, weight_bytes, stage_stride, n_tiles);
 #else
   __trap();  // never launched: launch_pipelined_backward checks the architecture first
 #endif

@@ -178,7 +178,7 @@ __device__ __forceinline__ void pipelined_backward_dw_body(KernelShape s, Backwa
       if (hidden_item && has_tile) {  // dZ of hidden layer n_hidden - k, from its saved y in this buffer
         if (k == 1)
           last_hidden_dz<T, kDwWidth, Epilogue::Relu>(
-              d, buffers + prev * buffer_bytes, s.out_width,
+              d, buffers + prev * buffer_bytes, stage_stride, s.out_width,
               w_base + 2 * static_cast<uint32_t>(layer_smem_offset(kDwWidth, s, n_hidden)), buf, stage_stride,
               Activation::ReLU, true, lane);
         else

@@ -159,8 +159,8 @@ __device__ __forceinline__ void train_step_body(KernelShape s, ForwardArgs args,
     train_dw_step<T>(dw[H], s, H, all_buffers, warp_stride, buffer_bytes, stage_stride, kOut, 2 + H - 1, sources, warp,
                      lane);
     if (has_tile)
-      last_hidden_dz<T, kDwWidth, Epilogue::Relu>(dz, buffer(kOut), s.out_width, weights_of(H), buffer(2 + H - 1),
-                                                  stage_stride, Activation::ReLU, true, lane);
+      last_hidden_dz<T, kDwWidth, Epilogue::Relu>(dz, buffer(kOut), stage_stride, s.out_width, weights_of(H),
+                                                  buffer(2 + H - 1), stage_stride, Activation::ReLU, true, lane);
     __syncthreads();  // every warp has read dL/doutput and y_{H-1}
     if (has_tile) put_fragments<kDwWidth>(buffer(2 + H - 1), stage_stride, dz, lane);  // dZ_{H-1}
 #pragma unroll
