@@ -102,8 +102,18 @@ rowwise_encode_chunks_kernel(Op op, int64_t batch, uint32_t n_groups, uint32_t g
   const uint32_t per_row = n_groups * chunks + (n_pad > 0 ? 1u : 0u);
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= batch * per_row) return;
-  const int64_t row = i / per_row;
-  const uint32_t j = static_cast<uint32_t>(i % per_row);
+  // A 32-bit division where the threads' indices fit (the 64-bit one is a long software sequence,
+  // comparable to a chunk's work now that most chunks are known zero).
+  int64_t row;
+  uint32_t j;
+  if (batch * per_row <= static_cast<int64_t>(UINT32_MAX)) {
+    const uint32_t i32 = static_cast<uint32_t>(i);
+    row = i32 / per_row;
+    j = i32 % per_row;
+  } else {
+    row = i / per_row;
+    j = static_cast<uint32_t>(i % per_row);
+  }
   T* y_row = y + row * ldy;
   if (j < n_groups * chunks) {
     const uint32_t g = j / chunks, k0 = (j % chunks) * kOutputChunk;
