@@ -55,7 +55,7 @@ TF_HOST_DEVICE inline T oneblob_wrapped_pdf(T b, T x, T inv_radius) {
 }
 
 // Whether features [k0, k0 + count) of x are all +0 with oneblob_encode's expressions, known
-// without evaluating them: each of the three kernels (centred on x - s, s in {-1, 0, 1}, radius
+// without evaluating them (most chunks: only about two of an input's n_bins are non-zero): each of the three kernels (centred on x - s, s in {-1, 0, 1}, radius
 // one bin) lies two bins or more away from the chunk's boundaries k0 .. k0 + count (in bins), so at
 // every boundary each cdf has |u| > 1.5 and is clamped to exactly 0 or to exactly 1 (the rounding
 // of u is below 0.1 bin for |x| n < 2^20), C is the same integer at all of them and every
@@ -74,15 +74,9 @@ TF_HOST_DEVICE inline bool oneblob_chunk_is_zero(uint32_t n_bins, T x, uint32_t 
 
 // Features [k0, k0 + kCount) of x into out (a fixed count, so that out stays in registers) with
 // oneblob_encode's expressions (its first boundary is the one the whole loop reaches it with,
-// T(k0) / n); those past n_bins are computed and meaningless. A chunk no kernel reaches is +0
-// without computing it (oneblob_chunk_is_zero): most of them, as only about two bins of each
-// input's n_bins are non-zero.
+// T(k0) / n); those past n_bins are computed and meaningless.
 template <uint32_t kCount, typename T>
 TF_HOST_DEVICE inline void oneblob_encode_chunk(uint32_t n_bins, T x, uint32_t k0, T (&out)[kCount]) {
-  if (oneblob_chunk_is_zero(n_bins, x, k0, kCount)) {
-    for (uint32_t j = 0; j < kCount; ++j) out[j] = T(0);
-    return;
-  }
   const T n = T(n_bins);
   T left = oneblob_wrapped_cdf(T(k0) / n, x, n);
   for (uint32_t j = 0; j < kCount; ++j) {
