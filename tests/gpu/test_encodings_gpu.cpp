@@ -135,12 +135,10 @@ std::vector<Case> cases() {
       {"TriangleWave", {{"otype", "TriangleWave"}, {"n_frequencies", 8}}, 3, 16, {{0, 8}, {1, 8}, {2, 8}}},
       {"OneBlob", {{"otype", "OneBlob"}, {"n_bins", 16}}, 2, 1, {}},
       {"OneBlobPadded", {{"otype", "OneBlob"}, {"n_bins", 8}}, 3, 32, {}},
-      // Features written in chunks of 8 (rowwise.cuh), by a thread per input evaluating only its
-      // non-zero chunks up to 64 chunks: W2's 64 bins (whole, aligned chunks), and 4 (one short
-      // chunk per input, rows of 12 features padded to 16); by a thread per chunk beyond (1024).
+      // Features written in chunks of 8 (rowwise.cuh): W2's 64 bins (whole, aligned chunks), and 4
+      // (one short chunk per input, rows of 12 features padded to 16).
       {"OneBlob64", {{"otype", "OneBlob"}, {"n_bins", 64}}, 2, 1, {}},
       {"OneBlob4Padded", {{"otype", "OneBlob"}, {"n_bins", 4}}, 3, 16, {}},
-      {"OneBlob1024", {{"otype", "OneBlob"}, {"n_bins", 1024}}, 1, 1, {}},
       // Every degree: each has its own kernels on the GPU.
       {"SphericalHarmonics1", {{"otype", "SphericalHarmonics"}, {"degree", 1}}, 3, 1, {}},
       {"SphericalHarmonics2", {{"otype", "SphericalHarmonics"}, {"degree", 2}}, 3, 8, {}},

@@ -54,24 +54,6 @@ TF_HOST_DEVICE inline T oneblob_wrapped_pdf(T b, T x, T inv_radius) {
   return quartic_pdf(t - T(1), inv_radius) + quartic_pdf(t, inv_radius) + quartic_pdf(t + T(1), inv_radius);
 }
 
-// Whether features [k0, k0 + count) of x are all +0 with oneblob_encode's expressions, known
-// without evaluating them (most chunks: only about two of an input's n_bins are non-zero): each of the three kernels (centred on x - s, s in {-1, 0, 1}, radius
-// one bin) lies two bins or more away from the chunk's boundaries k0 .. k0 + count (in bins), so at
-// every boundary each cdf has |u| > 1.5 and is clamped to exactly 0 or to exactly 1 (the rounding
-// of u is below 0.1 bin for |x| n < 2^20), C is the same integer at all of them and every
-// difference is +0. False for NaN and for larger |x|, whose full expressions may give NaN.
-template <typename T>
-TF_HOST_DEVICE inline bool oneblob_chunk_is_zero(uint32_t n_bins, T x, uint32_t k0, uint32_t count) {
-  const T n = T(n_bins), c = x * n;  // x in bins
-  if (!(c > T(-1048576) && c < T(1048576))) return false;
-  const T lo = T(k0) - T(2), hi = T(k0 + count) + T(2);
-  for (int s = -1; s <= 1; ++s) {
-    const T centre = c - T(s) * n;
-    if (centre > lo && centre < hi) return false;
-  }
-  return true;
-}
-
 // Features [k0, k0 + kCount) of x into out (a fixed count, so that out stays in registers) with
 // oneblob_encode's expressions (its first boundary is the one the whole loop reaches it with,
 // T(k0) / n); those past n_bins are computed and meaningless.

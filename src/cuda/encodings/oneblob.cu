@@ -17,9 +17,6 @@ struct OneBlobOp {
   __device__ void encode_chunk(const float* x, uint32_t k0, float (&out)[kOutputChunk]) const {
     oneblob_encode_chunk(n_bins, x[0], k0, out);
   }
-  __device__ bool chunk_is_zero(const float* x, uint32_t k0) const {
-    return oneblob_chunk_is_zero(n_bins, x[0], k0, kOutputChunk);
-  }
   template <typename In>
   __device__ void backward(const float* x, In dL_dout, float* dx) const {
     dx[0] = oneblob_backward(n_bins, x[0], dL_dout);

@@ -16,7 +16,6 @@
 #include <memory>
 #include <string>
 #include <type_traits>
-#include <utility>
 
 #include "core/encodings/parameter_free_encoding.h"
 #include "cuda/common.cuh"
@@ -92,20 +91,6 @@ __device__ __forceinline__ void store_chunk(T* dst, const float (&v)[kOutputChun
     if (j < count) dst[j] = from_float<T>(v[j]);
 }
 
-// Thread i's (row, slot) = (i / per_row, i % per_row), with a 32-bit division where the threads'
-// indices fit (the 64-bit one is a long software sequence, comparable to a zero chunk's work).
-__device__ __forceinline__ void split_thread_index(int64_t i, int64_t n_threads, uint32_t per_row, int64_t& row,
-                                                   uint32_t& slot) {
-  if (n_threads <= static_cast<int64_t>(UINT32_MAX)) {
-    const uint32_t i32 = static_cast<uint32_t>(i);
-    row = i32 / per_row;
-    slot = i32 % per_row;
-  } else {
-    row = i / per_row;
-    slot = static_cast<uint32_t>(i % per_row);
-  }
-}
-
 // Thread i: row i / per_row, then (group, chunk) with the chunk fastest; the extra slot (when
 // there is padding) writes the row's padding.
 template <typename Op, typename T>
@@ -117,9 +102,8 @@ rowwise_encode_chunks_kernel(Op op, int64_t batch, uint32_t n_groups, uint32_t g
   const uint32_t per_row = n_groups * chunks + (n_pad > 0 ? 1u : 0u);
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= batch * per_row) return;
-  int64_t row;
-  uint32_t j;
-  split_thread_index(i, batch * per_row, per_row, row, j);
+  const int64_t row = i / per_row;
+  const uint32_t j = static_cast<uint32_t>(i % per_row);
   T* y_row = y + row * ldy;
   if (j < n_groups * chunks) {
     const uint32_t g = j / chunks, k0 = (j % chunks) * kOutputChunk;
@@ -128,58 +112,6 @@ rowwise_encode_chunks_kernel(Op op, int64_t batch, uint32_t n_groups, uint32_t g
     store_chunk(y_row + first_feature + g * group_out + k0, v, min(kOutputChunk, group_out - k0));
   } else {
     for (uint32_t k = 0; k < n_pad; ++k) y_row[pad_begin + k] = from_float<T>(1.0f);
-  }
-}
-
-// Ops whose features are mostly zero (OneBlob: about two bins of n_bins are not) may also say
-// which chunks are, without evaluating them: bool chunk_is_zero(const float* x, uint32_t k0).
-// Their forward gives each thread a whole group, which stores the zero chunks and evaluates only
-// the others, looping over a mask of them: the warp then runs as many chunk evaluations as its
-// busiest lane has non-zero chunks. (With a thread per chunk, skipping the zero ones gains nothing:
-// nearly every warp has a non-zero chunk somewhere, so all its lanes wait through one evaluation.)
-template <typename Op, typename = void>
-struct knows_zero_chunks : std::false_type {};
-template <typename Op>
-struct knows_zero_chunks<Op, std::void_t<decltype(std::declval<const Op&>().chunk_is_zero(nullptr, 0u))>>
-    : std::true_type {};
-constexpr uint32_t kMaxMaskedChunks = 64;  // chunks per group the mask holds; more take the chunk kernel
-
-// Thread i: row i / per_row, then the group (the extra slot writes the row's padding).
-template <typename Op, typename T>
-__global__ void TF_HIP_DEFAULT_BLOCK_BOUNDS
-rowwise_encode_sparse_groups_kernel(Op op, int64_t batch, uint32_t n_groups, uint32_t group_in, uint32_t group_out,
-                                    const float* __restrict__ x, int64_t ldx, T* __restrict__ y, int64_t ldy,
-                                    uint32_t first_feature, uint32_t pad_begin, uint32_t n_pad) {
-  const uint32_t chunks = (group_out + kOutputChunk - 1) / kOutputChunk;
-  const uint32_t per_row = n_groups + (n_pad > 0 ? 1u : 0u);
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= batch * per_row) return;
-  int64_t row;
-  uint32_t g;
-  split_thread_index(i, batch * per_row, per_row, row, g);
-  T* y_row = y + row * ldy;
-  if (g == n_groups) {
-    for (uint32_t k = 0; k < n_pad; ++k) y_row[pad_begin + k] = from_float<T>(1.0f);
-    return;
-  }
-  const float* xg = x + row * ldx + g * group_in;
-  T* yg = y_row + first_feature + g * group_out;
-  uint64_t busy = 0;
-  for (uint32_t c = 0; c < chunks; ++c) {
-    const uint32_t k0 = c * kOutputChunk;
-    if (op.chunk_is_zero(xg, k0)) {
-      const float zero[kOutputChunk] = {};
-      store_chunk(yg + k0, zero, min(kOutputChunk, group_out - k0));
-    } else {
-      busy |= uint64_t{1} << c;
-    }
-  }
-  while (busy != 0) {
-    const uint32_t k0 = static_cast<uint32_t>(__ffsll(static_cast<long long>(busy)) - 1) * kOutputChunk;
-    busy &= busy - 1;
-    float v[kOutputChunk];
-    op.encode_chunk(xg, k0, v);
-    store_chunk(yg + k0, v, min(kOutputChunk, group_out - k0));
   }
 }
 
@@ -345,15 +277,6 @@ class RowwiseGpuEncoding final : public ParameterFreeEncoding<GpuEncoding> {
     const gpuStream_t stream = stream_of(input);
     auto launch = [&](auto* y) {
       using T = std::remove_pointer_t<decltype(y)>;
-      if constexpr (knows_zero_chunks<Op>::value) {
-        if ((group_out_ + kOutputChunk - 1) / kOutputChunk <= kMaxMaskedChunks) {
-          rowwise_encode_sparse_groups_kernel<Op, T><<<blocks_for(batch * per_row), kThreadsPerBlock, 0, stream>>>(
-              op_, batch, n_groups_, group_in_, group_out_, input.ptr<float>(), input.strides[0], y, output.strides[0],
-              first, pad_begin, n_pad);
-          TF_GPU_CHECK_LAUNCH("encoding forward");
-          return;
-        }
-      }
       if constexpr (encodes_ranges<Op>::value) {
         const uint32_t chunked = n_groups_ * ((group_out_ + kOutputChunk - 1) / kOutputChunk) + (n_pad > 0 ? 1u : 0u);
         rowwise_encode_chunks_kernel<Op, T><<<blocks_for(batch * chunked), kThreadsPerBlock, 0, stream>>>(
