@@ -71,4 +71,25 @@ template <> __device__ __forceinline__ float from_float<float>(float x) { return
 template <> __device__ __forceinline__ __half from_float<__half>(float x) { return __float2half_rn(x); }
 template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) { return TF_FLOAT_TO_BF16(x); }
 
+// N consecutive elements moved with one vector load or store (N * sizeof(T) bytes, at most 16),
+// for elementwise kernels that are bound by memory: a thread per 1-, 2- or 4-byte element leaves
+// too few bytes in flight to reach the bandwidth. The pointer + i must be pack-aligned.
+template <typename T, int N>
+struct alignas(N * sizeof(T)) Pack {
+  static_assert(N * sizeof(T) <= 16, "one vector access moves at most 16 bytes");
+  T v[N];
+};
+template <int N, typename T>
+__device__ __forceinline__ Pack<T, N> load_pack(const T* p, int64_t i) {
+  return *reinterpret_cast<const Pack<T, N>*>(p + i);
+}
+template <typename T, int N>
+__device__ __forceinline__ void store_pack(T* p, int64_t i, const Pack<T, N>& x) {
+  *reinterpret_cast<Pack<T, N>*>(p + i) = x;
+}
+template <int N, typename T>
+inline bool pack_aligned(const T* p) {
+  return reinterpret_cast<uintptr_t>(p) % (N * sizeof(T)) == 0;
+}
+
 }  // namespace tinyfuse::cuda

@@ -325,6 +325,11 @@ std::vector<OptCase> optimizer_cases() {
       {"CompositeSgdAdam", {{"otype", "Composite"},
                             {"nested", {{{"otype", "SGD"}, {"learning_rate", 0.05}, {"n_params_to_optimize", 1300}},
                                         {{"otype", "Adam"}, {"learning_rate", 0.01}, {"n_params_to_optimize", 1701}}}}}},
+      // Adam's slice starts at an odd element: its arrays are not 16-byte aligned, so it runs the
+      // per-element kernel instead of the packed one.
+      {"CompositeSgdAdamOddSplit", {{"otype", "Composite"},
+                                    {"nested", {{{"otype", "SGD"}, {"learning_rate", 0.05}, {"n_params_to_optimize", 1301}},
+                                                {{"otype", "Adam"}, {"learning_rate", 0.01}, {"n_params_to_optimize", 1700}}}}}},
       {"CompositeDecayEma", {{"otype", "Composite"},
                              {"nested", {{{"otype", "ExponentialDecay"}, {"decay_start", 2}, {"decay_interval", 3},
                                           {"n_params_to_optimize", 1000}},

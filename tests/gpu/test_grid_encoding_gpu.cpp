@@ -422,6 +422,47 @@ TEST_F(GridGpu, GradientModesAndEmptyBatch) {
     }
 }
 
+// The fast mode's FP16 gradients are converted from its FP32 sums with vector stores where they
+// start 8-byte aligned and element by element where they do not (a view at an odd offset): both
+// write every entry alike, overwriting and accumulating. (The sums' float atomics may add in
+// another order from run to run, hence the FP16 tolerance.)
+TEST_F(GridGpu, Fp16GradientsAtAnUnalignedOffsetMatchAligned) {
+  Case c;
+  auto enc = make_gpu(c, false, DType::F16, DType::F16);
+  const size_t n = enc->n_params();
+  const int64_t batch = 1000;
+  const uint32_t W = enc->padded_output_width();
+  Pcg32 rng(91);
+  const GridSpec spec = parse_grid_config(c.config(false), "encoding", c.dims);
+  Dev p = upload(random_values(rng, n, DType::F16), DType::F16, 1, int64_t(n));
+  Dev x = upload(inputs_inside_cells(spec, rng, batch), DType::F32, batch, c.dims);
+  Dev dy = upload(random_values(rng, size_t(batch) * W, DType::F16, 0.25, 1.0), DType::F16, batch, W);
+  const auto pvec = TensorView::vector(p.view.data, DType::F16, Device::CUDA, int64_t(n));
+  Dev g = dev_matrix(DType::F16, 1, int64_t(n) + 1);
+  std::vector<double> once[2], twice[2];
+  for (size_t offset : {0, 1}) {
+    SCOPED_TRACE("offset " + std::to_string(offset));
+    const auto gv = TensorView::vector(static_cast<char*>(g.view.data) + offset * 2, DType::F16, Device::CUDA, int64_t(n));
+    fill_tensor(g.view, 0.25);
+    enc->set_params(pvec, pvec, gv);
+    auto ctx = enc->forward(x.view, nullptr);
+    enc->backward(*ctx, x.view, dy.view, dy.view, nullptr, false, GradientMode::Overwrite);
+    once[offset] = download(gv);
+    enc->backward(*ctx, x.view, dy.view, dy.view, nullptr, false, GradientMode::Accumulate);
+    twice[offset] = download(gv);
+    // The element before (offset 1) or after (offset 0) the view keeps its fill.
+    EXPECT_EQ(download(g.view)[offset == 0 ? n : 0], 0.25);
+  }
+  size_t nonzero = 0;
+  for (size_t i = 0; i < n; ++i) {
+    nonzero += once[0][i] != 0.0;
+    ASSERT_NEAR(once[1][i], once[0][i], 2e-3 * std::abs(once[0][i]) + 1e-6) << i;
+    ASSERT_NEAR(twice[1][i], twice[0][i], 2e-3 * std::abs(twice[0][i]) + 1e-6) << i;
+    ASSERT_NEAR(twice[1][i], 2 * once[1][i], 2e-3 * std::abs(once[1][i]) + 1e-6) << i;
+  }
+  EXPECT_GT(nonzero, n / 4) << "the batch reaches most entries";
+}
+
 TEST_F(GridGpu, NonFiniteGradientsPropagate) {
   // A NaN in dL/doutput must not vanish: the deterministic mode marks the level NaN, the fast
   // mode's atomics carry it into the entries it touches.

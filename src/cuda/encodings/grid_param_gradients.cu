@@ -338,11 +338,24 @@ __global__ void fixed_to_gradients_kernel(Launch g, uint32_t F, const unsigned l
   grads[idx] = from_float<T>(accumulate ? to_float(grads[idx]) + v : v);
 }
 
-// FP16 gradients = [gradients +] FP32 sums (fast mode with FP16 parameters).
+// FP16 gradients = [gradients +] FP32 sums (fast mode with FP16 parameters), kHalfPack elements a
+// thread; with Packed (the gradients start pack-aligned, as the sums do) by vector accesses.
+constexpr int kHalfPack = 4;
+template <bool Packed>
 __global__ void f32_to_half_kernel(const float* __restrict__ sums, __half* grads, size_t n, bool accumulate) {
-  const size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const size_t i = (size_t(blockIdx.x) * blockDim.x + threadIdx.x) * kHalfPack;
   if (i >= n) return;
-  grads[i] = __float2half_rn(accumulate ? __half2float(grads[i]) + sums[i] : sums[i]);
+  if (Packed && i + kHalfPack <= n) {
+    const Pack<float, kHalfPack> s = load_pack<kHalfPack>(sums, int64_t(i));
+    Pack<__half, kHalfPack> g;
+    if (accumulate) g = load_pack<kHalfPack>(grads, int64_t(i));
+#pragma unroll
+    for (int k = 0; k < kHalfPack; ++k) g.v[k] = __float2half_rn(accumulate ? __half2float(g.v[k]) + s.v[k] : s.v[k]);
+    store_pack(grads, int64_t(i), g);
+    return;
+  }
+  for (size_t k = i; k < i + kHalfPack && k < n; ++k)
+    grads[k] = __float2half_rn(accumulate ? __half2float(grads[k]) + sums[k] : sums[k]);
 }
 
 // How many leading levels the fast first order sums in shared memory: each level's table fits
@@ -476,8 +489,12 @@ void fast_gradients(const Job& job, const GradientRequest& r) {
   float* s = static_cast<float*>(sums.data());
   TF_GPU_CHECK(gpuMemsetAsync(s, 0, r.n_params * sizeof(float), job.stream));
   contributions(s, true);
-  f32_to_half_kernel<<<blocks_for_threads(int64_t(r.n_params)), kThreadsPerBlock, 0, job.stream>>>(
-      s, static_cast<__half*>(r.gradients), r.n_params, r.accumulate);
+  auto* grads = static_cast<__half*>(r.gradients);
+  const auto blocks = blocks_for_threads((int64_t(r.n_params) + kHalfPack - 1) / kHalfPack);
+  if (pack_aligned<kHalfPack>(grads))
+    f32_to_half_kernel<true><<<blocks, kThreadsPerBlock, 0, job.stream>>>(s, grads, r.n_params, r.accumulate);
+  else
+    f32_to_half_kernel<false><<<blocks, kThreadsPerBlock, 0, job.stream>>>(s, grads, r.n_params, r.accumulate);
   TF_GPU_CHECK_LAUNCH("grid f32_to_half_kernel");
 }
 
