@@ -99,19 +99,29 @@ class NerfField final : public DifferentiableObject {
       throw ShapeError("NeRF field backward: input " + input.describe() + " is not the batch of the forward() that made the context");
     if (dL_dinput) check_matrix(*dL_dinput, "dL_dinput", batch, input_width(), input_dtype(), device());
     const TensorView f = ctx->features.matrix(color_->input_dtype(), batch, feature_width(), input.stream);
-    Buffer grad_buffer = Buffer::on_stream(device(), static_cast<size_t>(f.numel()) * dtype_size(f.dtype), input.stream);
-    const TensorView df = grad_buffer.matrix(f.dtype, batch, feature_width(), input.stream);
+    Buffer grad_buffer;
+    const TensorView df = features_gradient(grad_buffer, f);
     color_->backward(*ctx->color, f, output, dL_doutput, &df, use_inference_params, mode);
-    TensorView dpos, ddir;
-    if (dL_dinput) {
-      dpos = dL_dinput->cols_slice(0, kPositionDims);
-      ddir = dL_dinput->cols_slice(kPositionDims, kDirectionDims);
-    }
-    density_->backward(*ctx->density, position(input), density_part(f), density_part(df), dL_dinput ? &dpos : nullptr,
-                       use_inference_params, mode);
-    if (dL_dinput)
-      direction_->backward(*ctx->direction, direction(input), direction_part(f), direction_part(df), &ddir,
-                           use_inference_params, mode);
+    backward_from_features(*ctx->density, *ctx->direction, input, f, df, dL_dinput, use_inference_params, mode);
+  }
+
+  // The colour network trains through its own forward_backward_with_loss (on CUDA one kernel for
+  // its forward, the loss and its backward with dL/dfeatures where the planner has one, as
+  // NetworkWithInputEncoding trains its network), then the density network and the direction
+  // encoding take dL/dfeatures back as backward() does.
+  void forward_backward_with_loss(const TensorView& input, const TensorView& output, const Loss& loss, float loss_scale,
+                                  const TensorView& target, const TensorView& values, const TensorView& gradients,
+                                  const TensorView* data_pdf, GradientMode mode, const TensorView* dL_dinput) override {
+    check_input(input);
+    if (dL_dinput) check_matrix(*dL_dinput, "dL_dinput", input.rows(), input_width(), input_dtype(), device());
+    Buffer features_buffer, grad_buffer;
+    const TensorView f = features(features_buffer, input);
+    const TensorView dens = density_part(f), dir = direction_part(f);
+    auto density_ctx = density_->forward(position(input), &dens, false, dL_dinput != nullptr);
+    auto direction_ctx = direction_->forward(direction(input), &dir, false, dL_dinput != nullptr);
+    const TensorView df = features_gradient(grad_buffer, f);
+    color_->forward_backward_with_loss(f, output, loss, loss_scale, target, values, gradients, data_pdf, mode, &df);
+    backward_from_features(*density_ctx, *direction_ctx, input, f, df, dL_dinput, false, mode);
   }
 
   json hyperparams() const override {
@@ -136,6 +146,25 @@ class NerfField final : public DifferentiableObject {
     const DType t = color_->input_dtype();
     buffer = Buffer::on_stream(device(), static_cast<size_t>(input.rows()) * feature_width() * dtype_size(t), input.stream);
     return buffer.matrix(t, input.rows(), feature_width(), input.stream);
+  }
+  TensorView features_gradient(Buffer& buffer, const TensorView& f) const {
+    buffer = Buffer::on_stream(device(), static_cast<size_t>(f.numel()) * dtype_size(f.dtype), f.stream);
+    return buffer.matrix(f.dtype, f.rows(), feature_width(), f.stream);
+  }
+  // dL/dfeatures back through the density network and (for dL_dinput) the direction encoding.
+  void backward_from_features(const Context& density_ctx, const Context& direction_ctx, const TensorView& input,
+                              const TensorView& f, const TensorView& df, const TensorView* dL_dinput,
+                              bool use_inference_params, GradientMode mode) {
+    TensorView dpos, ddir;
+    if (dL_dinput) {
+      dpos = dL_dinput->cols_slice(0, kPositionDims);
+      ddir = dL_dinput->cols_slice(kPositionDims, kDirectionDims);
+    }
+    density_->backward(density_ctx, position(input), density_part(f), density_part(df), dL_dinput ? &dpos : nullptr,
+                       use_inference_params, mode);
+    if (dL_dinput)
+      direction_->backward(direction_ctx, direction(input), direction_part(f), direction_part(df), &ddir,
+                           use_inference_params, mode);
   }
   TensorView head(const TensorView& t) const {
     if (t.data == nullptr) return t;

@@ -196,6 +196,51 @@ TEST(BenchWorkloads, TheNerfFieldEqualsItsPartsComposedByHand) {
   EXPECT_GT(dir_sum, 1e-3);
 }
 
+// The field's training pass (its colour network's forward_backward_with_loss, then the density
+// network and the harmonics back from dL/dfeatures) equals forward, the loss and backward in turn.
+TEST(BenchWorkloads, TheNerfFieldTrainingPassEqualsForwardLossBackward) {
+  json cfg = workload("W3").config;
+  cfg["density"]["encoding"]["log2_hashmap_size"] = 12;
+  auto field = make_nerf_field(cfg, 3, f64());
+  auto loss = create_loss({{"otype", "L2"}}, f64());
+  const int64_t n = 37;
+  const size_t P = field->n_params();
+  std::vector<double> params = uniform(P, -0.2, 0.2, 1), input = uniform(n * 6, 0.0, 1.0, 2);
+  std::vector<double> target = uniform(n * 3, 0.0, 1.0, 3);
+  const TensorView in = mat(input, n, 6), tv = mat(target, n, 3), pv = TensorView::vector(params.data(), P);
+  struct Pass {
+    std::vector<double> grads, values, din;
+  };
+  auto run = [&](bool one_call) {
+    Pass r{std::vector<double>(P, NAN), std::vector<double>(n, NAN), std::vector<double>(n * 6, NAN)};
+    std::vector<double> out(n * 16), loss_grads(n * 16);
+    field->set_params(pv, pv, TensorView::vector(r.grads.data(), P));
+    const TensorView o = mat(out, n, 16), values = mat(r.values, n, 1), lg = mat(loss_grads, n, 16);
+    TensorView din = mat(r.din, n, 6);
+    if (one_call) {
+      field->forward_backward_with_loss(in, o, *loss, 1.0f, tv, values, lg, nullptr, GradientMode::Overwrite, &din);
+    } else {
+      auto ctx = field->forward(in, &o, false, true);
+      loss->evaluate(1.0f, o, tv, values, lg);
+      field->backward(*ctx, in, o, lg, &din, false, GradientMode::Overwrite);
+    }
+    return r;
+  };
+  const Pass a = run(true), b = run(false);
+  double grad_sum = 0, din_sum = 0;
+  for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(a.values[i], b.values[i], 1e-12) << "loss value " << i;
+  for (size_t i = 0; i < P; ++i) {
+    ASSERT_NEAR(a.grads[i], b.grads[i], 1e-12) << "parameter gradient " << i;
+    grad_sum += std::fabs(a.grads[i]);
+  }
+  for (size_t i = 0; i < a.din.size(); ++i) {
+    ASSERT_NEAR(a.din[i], b.din[i], 1e-12) << "dL/dinput " << i;
+    din_sum += std::fabs(a.din[i]);
+  }
+  EXPECT_GT(grad_sum, 1e-3);
+  EXPECT_GT(din_sum, 1e-6);
+}
+
 TEST(BenchWorkloads, TargetsAreTheDocumentedFields) {
   // Image: at a pixel centre, that pixel of the 256 x 256 test pattern.
   const auto image = jobs::make_test_pattern(256);
