@@ -248,6 +248,7 @@ TEST_F(FusedPipelined, OneStageForwardAndOneBufferBackwardWhereTheRingsDoNotFit)
 // gradients), repeatable bit for bit, and the fused kernel must have run.
 struct DwCase {
   uint32_t in, hidden, out;
+  std::string out_act = "None";  // another activation: dZ of the output layer from its kept z
 };
 
 ::testing::AssertionResult within_rounding(const std::vector<double>& got, const std::vector<double>& want, DType p,
@@ -283,12 +284,14 @@ TEST_F(FusedWeightGrads, MatchTwoStepPathToRounding) {
   two_step_kernels.fused_kernels.fused_weight_grads = false;
   uint64_t seed = 5000;
   for (DType p : {DType::F16, DType::BF16})
-    for (DwCase c : {DwCase{64, 1, 16}, DwCase{32, 2, 64}, DwCase{64, 3, 5}, DwCase{32, 2, 32}, DwCase{64, 2, 64}})
+    for (const DwCase& c : {DwCase{64, 1, 16}, DwCase{32, 2, 64}, DwCase{64, 3, 5}, DwCase{32, 2, 32}, DwCase{64, 2, 64},
+                            DwCase{32, 2, 3, "Sigmoid"}, DwCase{64, 3, 32, "Tanh"}})
       for (int64_t batch : dw_batches()) {
         SCOPED_TRACE(std::string(p == DType::BF16 ? "bf16 " : "f16 ") + std::to_string(c.in) + "->64x" +
-                     std::to_string(c.hidden) + "->" + std::to_string(c.out) + " batch " + std::to_string(batch));
-        json cfg = {{"otype", "FullyFusedMLP"}, {"n_neurons", 64},         {"n_hidden_layers", c.hidden},
-                    {"activation", "ReLU"},     {"output_activation", "None"}, {"precision", p == DType::BF16 ? "bf16" : "f16"}};
+                     std::to_string(c.hidden) + "->" + std::to_string(c.out) + " " + c.out_act + " batch " +
+                     std::to_string(batch));
+        json cfg = {{"otype", "FullyFusedMLP"}, {"n_neurons", 64},           {"n_hidden_layers", c.hidden},
+                    {"activation", "ReLU"},     {"output_activation", c.out_act}, {"precision", p == DType::BF16 ? "bf16" : "f16"}};
         auto net = create_network(cfg, c.in, c.out, BuildOptions{Device::CUDA});
         auto two_step_net = create_network(cfg, c.in, c.out, two_step_kernels);
         const size_t n = net->n_params();

@@ -8,8 +8,9 @@
 // test_fused_loss.cpp); the Trainer against the CPU trainer in test_qualification.cpp, whose
 // 64-wide FullyFusedMLP now trains through this kernel.
 // Outputs are poisoned with NaN first, so an element the kernel skipped cannot pass. On sm_90+ the
-// kernel must have run exactly where it applies (the network says which ran): L2, RelativeL2 or L1, 64 wide, ReLU, identity
-// output, 1 or 2 hidden layers, input 32 or 64; elsewhere the default path runs, with the same bits.
+// kernel must have run exactly where it applies (the network says which ran): L2, RelativeL2 or L1, 64 wide, ReLU,
+// 1 or 2 hidden layers, input 32 or 64, an identity output or (padded to at most 32 columns) another
+// output activation; elsewhere the default path runs, with the same bits.
 // Shapes: padded outputs 16 to 64 (48: six 8-column groups, which the lanes' walk does not divide
 // evenly), targets narrower than the padded output, batches from 1 row to many rounds of tiles,
 // the last tile and round partial. Runs on the device machine; skips without a GPU.
@@ -51,9 +52,9 @@ using StepCase = tinyfuse::testing::FusedPassCase;
 
 // Whether the one kernel takes this case (plan_pipelined_train_step).
 bool kernel_applies(const StepCase& c, const std::string& loss) {
+  const uint32_t padded_out = (c.dims + 15) / 16 * 16;
   return sm90_or_newer() && (loss == "L2" || loss == "RelativeL2" || loss == "L1") && c.width == 64 && c.act == "ReLU" &&
-         c.out_act == "None" &&
-         (c.in == 32 || c.in == 64) && c.hidden <= 2;
+         (c.out_act == "None" || padded_out <= 32) && (c.in == 32 || c.in == 64) && c.hidden <= 2;
 }
 
 std::vector<int64_t> batches() {
@@ -145,6 +146,10 @@ TEST_F(FusedTrainStep, SameBitsAsTwoCalls) {
   const StepCase cases[] = {
       {DType::F16, 64, 64, 2, 64},  {DType::BF16, 64, 64, 2, 64}, {DType::F16, 32, 64, 1, 3},
       {DType::BF16, 32, 64, 2, 40}, {DType::F16, 64, 64, 1, 17},  {DType::F16, 32, 64, 2, 32},
+      // Output activations (z kept beside the output on chip): a NeRF colour network's Sigmoid,
+      // Tanh and Softplus, 16 and 32 padded columns.
+      {DType::F16, 32, 64, 2, 3, "ReLU", "Sigmoid"},   {DType::BF16, 64, 64, 1, 32, "ReLU", "Sigmoid"},
+      {DType::F16, 64, 64, 2, 24, "ReLU", "Tanh"},     {DType::BF16, 32, 64, 2, 16, "ReLU", "Softplus"},
   };
   uint64_t seed = 4400;
   for (const StepCase& c : cases)
@@ -167,7 +172,10 @@ TEST_F(FusedTrainStep, SameBitsAsTwoCalls) {
 // dL/dinput asked for (an encoding before the network): the one kernel forms it as backward()
 // does, the same bits, into a dense matrix or a strided one (staged through a dense copy).
 TEST_F(FusedTrainStep, InputGradientsSameBitsAsTwoCalls) {
-  const StepCase cases[] = {{DType::F16, 32, 64, 2, 3}, {DType::BF16, 64, 64, 1, 16}, {DType::F16, 32, 64, 2, 64}};
+  const StepCase cases[] = {{DType::F16, 32, 64, 2, 3},
+                            {DType::BF16, 64, 64, 1, 16},
+                            {DType::F16, 32, 64, 2, 64},
+                            {DType::F16, 32, 64, 2, 3, "ReLU", "Sigmoid"}};  // W3's colour network
   uint64_t seed = 5100;
   for (const StepCase& c : cases)
     for (int64_t batch : batches())
@@ -207,7 +215,8 @@ TEST_F(FusedTrainStep, AccumulatesLikeBackward) {
 }
 
 // Where the kernel does not apply the default path runs: other losses, a data pdf, three hidden
-// layers, other widths and activations; a strided target goes through the kernel's scalar loads.
+// layers, other widths and hidden activations, an output activation on more than 32 columns; a
+// strided target goes through the kernel's scalar loads (and a 24-wide Sigmoid output through it).
 TEST_F(FusedTrainStep, OtherCasesTakeTheDefaultPath) {
   struct Variant {
     StepCase c;
@@ -220,6 +229,7 @@ TEST_F(FusedTrainStep, OtherCasesTakeTheDefaultPath) {
       {{DType::F16, 64, 128, 2, 64}, "L2", false, false},        {{DType::F16, 64, 32, 2, 16}, "L2", false, false},
       {{DType::F16, 64, 64, 2, 64, "Tanh", "None"}, "L2", false, false},
       {{DType::F16, 64, 64, 2, 24, "ReLU", "Sigmoid"}, "L2", false, false},
+      {{DType::F16, 64, 64, 2, 40, "ReLU", "Sigmoid"}, "L2", false, false},  // 48 columns: no room for z
       {{DType::F16, 16, 64, 2, 16}, "L2", false, false},         {{DType::F16, 64, 64, 2, 24}, "L2", false, true},
   };
   uint64_t seed = 900;

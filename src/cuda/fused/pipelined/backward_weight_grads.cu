@@ -9,32 +9,40 @@ namespace tinyfuse::cuda::fused {
 
 namespace {
 
-// The kernel, one per dtype (its body: backward_weight_grads_kernel.cuh).
+// The kernel, one per dtype and output epilogue (its body: backward_weight_grads_kernel.cuh).
+template <Epilogue OUT>
 __global__ void __launch_bounds__(kDwWarps* kWarpSize, 1)
     pipelined_backward_dw_kernel_f16(KernelShape s, BackwardArgs args, int weight_bytes, int stage_stride, int64_t n_tiles,
                                   float* partial) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  pipelined_backward_dw_body<__half>(s, args, weight_bytes, stage_stride, n_tiles, partial);
+  pipelined_backward_dw_body<__half, OUT>(s, args, weight_bytes, stage_stride, n_tiles, partial);
 #else
   __trap();  // never launched: the launcher checks the architecture first
 #endif
 }
 
+template <Epilogue OUT>
 __global__ void __launch_bounds__(kDwWarps* kWarpSize, 1)
     pipelined_backward_dw_kernel_bf16(KernelShape s, BackwardArgs args, int weight_bytes, int stage_stride,
                                    int64_t n_tiles, float* partial) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  pipelined_backward_dw_body<__nv_bfloat16>(s, args, weight_bytes, stage_stride, n_tiles, partial);
+  pipelined_backward_dw_body<__nv_bfloat16, OUT>(s, args, weight_bytes, stage_stride, n_tiles, partial);
 #else
   __trap();  // never launched: the launcher checks the architecture first
 #endif
 }
 
+template <Epilogue OUT>
+const void* dw_kernel(DType dtype) {
+  return dtype == DType::F16 ? reinterpret_cast<const void*>(pipelined_backward_dw_kernel_f16<OUT>)
+                             : reinterpret_cast<const void*>(pipelined_backward_dw_kernel_bf16<OUT>);
+}
+
 // The shapes the kernel is written for (its header says why these).
 bool shape_applies(const FusedShape& shape) {
-  return shape.width == kDwWidth && shape.act == Activation::ReLU && shape.out_act == Activation::None &&
-         (shape.in_width == 32 || shape.in_width == 64) && shape.out_width % 16 == 0 && shape.out_width <= kDwWidth &&
-         shape.n_hidden >= 1 && shape.n_hidden + 1 <= kDwMaxLayers;
+  return shape.width == kDwWidth && shape.act == Activation::ReLU && (shape.in_width == 32 || shape.in_width == 64) &&
+         shape.out_width % 16 == 0 && shape.out_width <= dw_max_out_width(shape.out_act) && shape.n_hidden >= 1 &&
+         shape.n_hidden + 1 <= kDwMaxLayers;
 }
 
 }  // namespace
@@ -49,8 +57,8 @@ FusedPlan plan_pipelined_weight_grads(const PlanInputs& in) {
   const size_t smem = weight_bytes +
                       static_cast<size_t>(kDwWarps) * kBwdBuffers * PipelineTiling<kDwWidth>::kRows * stage_stride +
                       static_cast<size_t>(in.shape.n_hidden + 1) * kDwLayerFloats * sizeof(float);
-  const void* kernel = in.dtype == DType::F16 ? reinterpret_cast<const void*>(pipelined_backward_dw_kernel_f16)
-                                              : reinterpret_cast<const void*>(pipelined_backward_dw_kernel_bf16);
+  const void* kernel = in.shape.out_act == Activation::None ? dw_kernel<Epilogue::Identity>(in.dtype)
+                                                           : dw_kernel<Epilogue::Generic>(in.dtype);
   const int64_t n_tiles = (in.batch + PipelineTiling<kDwWidth>::kRows - 1) / PipelineTiling<kDwWidth>::kRows;
   // One block per SM at most (the kernel is sized for one), fewer when the batch has fewer rounds.
   const int64_t blocks = persistent_grid_blocks(*in.device, kernel, kDwWarps * kWarpSize, smem, n_tiles, kDwWarps);

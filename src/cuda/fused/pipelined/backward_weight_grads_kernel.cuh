@@ -1,7 +1,9 @@
 // FullyFusedMLP's pipelined backward with the weight gradients formed inside it (CUDA, sm_80+),
-// for the shape that training benchmarks and most fields use: 64 wide, ReLU hidden layers, identity
-// output, input 32 or 64 wide, output at most 64 wide, up to 3 hidden layers; dL/dinput too where
-// asked (an encoding before the network: NetworkWithInputEncoding's grid).
+// for the shape that training benchmarks and most fields use: 64 wide, ReLU hidden layers, input 32
+// or 64 wide, up to 3 hidden layers, an identity output at most 64 wide or another output
+// activation (OUT = Epilogue::Generic: a NeRF colour network's Sigmoid) at most 32 wide, its z
+// loaded beside dL/doutput; dL/dinput too where asked (an encoding before the network:
+// NetworkWithInputEncoding's grid).
 //
 // Why: the plain pipelined backward writes every layer's dZ (128 B per sample and layer) and the
 // weight-gradient kernels (weight_grad.cu) read each dZ back beside the layer's input; that is
@@ -44,6 +46,10 @@ constexpr int kDwMaxLayers = 4;        // n_hidden <= 3
 constexpr int kDwStride = kDwWidth + 8;  // floats per row of a layer's dW in shared memory (bank spread)
 constexpr int kDwLayerFloats = kDwWidth * kDwStride;
 
+// The widest output the kernel takes: 64, or 32 with an output activation, whose z sits beside
+// dL/doutput in a buffer row of 64 columns.
+inline int dw_max_out_width(Activation out_act) { return out_act == Activation::None ? kDwWidth : kDwWidth / 2; }
+
 // Floats of one block's partial: every layer's dW (out x in), back to back.
 inline size_t dw_partial_floats(const KernelShape& s) {
   size_t floats = 0;
@@ -52,16 +58,17 @@ inline size_t dw_partial_floats(const KernelShape& s) {
 }
 
 // Where the next item to load is (tile, item 0 .. n_hidden + 1, ring buffer); as ItemCursor.
+// Item 0 is dL/doutput with, for an output activation (out_act not None), its z beside it.
 template <typename T>
 __device__ __forceinline__ void load_dw_item(ItemCursor& c, uint32_t buffers, int buffer_bytes, int stage_stride,
-                                             const BackwardArgs& args, const KernelShape& s, int64_t n_tiles,
-                                             int64_t step, int lane) {
+                                             const BackwardArgs& args, const KernelShape& s, Activation out_act,
+                                             int64_t n_tiles, int64_t step, int lane) {
   constexpr int kRows = PipelineTiling<kDwWidth>::kRows;
   if (c.tile < n_tiles) {
     const uint32_t buf = buffers + c.buffer * buffer_bytes;
     const int64_t row0 = c.tile * kRows;
     if (c.k == 0) {
-      load_tile<kRows>(buf, stage_stride, args.dL_doutput, args.ld_dout, s.out_width, row0, args.batch, lane);
+      load_output_item<T, kDwWidth>(buf, stage_stride, args, s, out_act, row0, lane);
     } else if (c.k <= s.n_hidden) {
       const T* saved = static_cast<const T*>(args.hidden_deriv) + (s.n_hidden - c.k) * args.batch * kDwWidth;
       load_tile<kRows>(buf, stage_stride, saved, kDwWidth, kDwWidth, row0, args.batch, lane);
@@ -118,7 +125,7 @@ __device__ __forceinline__ void dw_round_products(float (&acc)[4][4], uint32_t b
   }
 }
 
-template <typename T>
+template <typename T, Epilogue OUT>
 __device__ __forceinline__ void pipelined_backward_dw_body(KernelShape s, BackwardArgs args, int weight_bytes,
                                                         int stage_stride, int64_t n_tiles, float* partial) {
   using Tl = PipelineTiling<kDwWidth>;
@@ -131,11 +138,12 @@ __device__ __forceinline__ void pipelined_backward_dw_body(KernelShape s, Backwa
   float* dw = reinterpret_cast<float*>(smem + weight_bytes + kDwWarps * kBwdBuffers * buffer_bytes);
   const int n_hidden = s.n_hidden, n_layers = n_hidden + 1;
   const int64_t step = static_cast<int64_t>(gridDim.x) * kDwWarps;
+  const Activation out_act = OUT == Epilogue::Identity ? Activation::None : s.out_act;
 
   for (int i = threadIdx.x; i < n_layers * kDwLayerFloats; i += blockDim.x) dw[i] = 0.0f;
   ItemCursor next{static_cast<int64_t>(blockIdx.x) * kDwWarps + warp, 0, 0};
   for (int i = 0; i < kBwdBuffers - 1; ++i)
-    load_dw_item<T>(next, buffers, buffer_bytes, stage_stride, args, s, n_tiles, step, lane);
+    load_dw_item<T>(next, buffers, buffer_bytes, stage_stride, args, s, out_act, n_tiles, step, lane);
   stage_weights_async<kDwWidth>(smem, static_cast<const T*>(args.weights), s);  // and syncs the block
   const uint32_t w_base = px::shared_address(smem);
 
@@ -152,6 +160,11 @@ __device__ __forceinline__ void pipelined_backward_dw_body(KernelShape s, Backwa
       const int prev = b == 0 ? kBwdBuffers - 1 : b - 1;
       px::cp_async_wait<kBwdBuffers - 2>();  // this item's copies (this lane's) have landed ...
       __syncthreads();  // ... every lane's in every warp, and every warp's dZ of the item before is put
+      if (k == 0 && has_tile) {
+        // dZ of the output layer in place of dL/doutput (nothing to do for an identity output);
+        // the other warps read it behind the next item's barrier.
+        output_dz_in_place<T, OUT>(buf, stage_stride, s.out_width, out_act, Tl::kMTiles, lane);
+      }
       if (k >= 1) {  // dW of layer L = n_hidden + 1 - k: dZ_L in the previous buffers, its input in these
         const int L = n_hidden + 1 - k;
         const int out_l = layer_out(kDwWidth, s, L), in_l = layer_in(kDwWidth, s, L);
@@ -198,7 +211,7 @@ __device__ __forceinline__ void pipelined_backward_dw_body(KernelShape s, Backwa
                                                          tile * PipelineTiling<kDwWidth>::kRows, args.batch, lane);
         __syncwarp();  // read out before the warp's next copy into this buffer
       }
-      load_dw_item<T>(next, buffers, buffer_bytes, stage_stride, args, s, n_tiles, step, lane);
+      load_dw_item<T>(next, buffers, buffer_bytes, stage_stride, args, s, out_act, n_tiles, step, lane);
       b = b == kBwdBuffers - 1 ? 0 : b + 1;
     }
   }

@@ -1,5 +1,5 @@
-// FullyFusedMLP's training pass in one kernel (pipelined/train_step_kernel.cuh): forward, L2 loss
-// and backward with the weight gradients, for the shapes the kernel is written for; each block
+// FullyFusedMLP's training pass in one kernel (pipelined/train_step_kernel.cuh): forward, the
+// folded loss and backward with the weight gradients, for the shapes the kernel is written for; each block
 // writes one FP32 partial per layer, which launch_weight_grad_reduce adds up (as after the
 // weight-gradient backward, pipelined/backward_weight_grads.cu, whose partials these equal on the
 // same grid).
@@ -10,9 +10,9 @@ namespace tinyfuse::cuda::fused {
 namespace {
 
 bool shape_applies(const FusedShape& shape) {
-  return shape.width == kDwWidth && shape.act == Activation::ReLU && shape.out_act == Activation::None &&
-         (shape.in_width == 32 || shape.in_width == 64) && shape.out_width % 16 == 0 && shape.out_width >= 16 &&
-         shape.out_width <= kDwWidth && shape.n_hidden >= 1 && shape.n_hidden <= kTrainMaxHidden;
+  return shape.width == kDwWidth && shape.act == Activation::ReLU && (shape.in_width == 32 || shape.in_width == 64) &&
+         shape.out_width % 16 == 0 && shape.out_width >= 16 && shape.out_width <= dw_max_out_width(shape.out_act) &&
+         shape.n_hidden >= 1 && shape.n_hidden <= kTrainMaxHidden;
 }
 
 // What loss_epilogue reads: a folded loss, 1 to out_width target columns. (The network passes
@@ -22,21 +22,25 @@ bool loss_applies(const PlanInputs& in) {
          in.layout.loss_dims <= in.shape.out_width;
 }
 
-// The kernel of a shape: one instantiation per dtype, depth (1, 2), input (32, 64) and padded
-// output width (16 ... 64), so that every width is a compile-time constant in it.
+// The kernel of a shape: one instantiation per dtype, depth (1, 2), input (32, 64), padded output
+// width (16 ... 64; 16 or 32 with an output activation) and output epilogue, so that every width is
+// a compile-time constant in it.
 using TrainKernel = void (*)(KernelShape, ForwardArgs, int, int64_t, float*);
 template <typename T, int H, int IN>
-TrainKernel kernel_by_out(int out) {
-  switch (out) {
-    case 16: return pipelined_train_step_kernel<T, H, IN, 16>;
-    case 32: return pipelined_train_step_kernel<T, H, IN, 32>;
-    case 48: return pipelined_train_step_kernel<T, H, IN, 48>;
-    default: return pipelined_train_step_kernel<T, H, IN, 64>;
+TrainKernel kernel_by_out(const FusedShape& shape) {
+  if (shape.out_act != Activation::None)
+    return shape.out_width == 16 ? pipelined_train_step_kernel<T, H, IN, 16, Epilogue::Generic>
+                                 : pipelined_train_step_kernel<T, H, IN, 32, Epilogue::Generic>;
+  switch (shape.out_width) {
+    case 16: return pipelined_train_step_kernel<T, H, IN, 16, Epilogue::Identity>;
+    case 32: return pipelined_train_step_kernel<T, H, IN, 32, Epilogue::Identity>;
+    case 48: return pipelined_train_step_kernel<T, H, IN, 48, Epilogue::Identity>;
+    default: return pipelined_train_step_kernel<T, H, IN, 64, Epilogue::Identity>;
   }
 }
 template <typename T, int H>
 TrainKernel kernel_by_in(const FusedShape& shape) {
-  return shape.in_width == 32 ? kernel_by_out<T, H, 32>(shape.out_width) : kernel_by_out<T, H, 64>(shape.out_width);
+  return shape.in_width == 32 ? kernel_by_out<T, H, 32>(shape) : kernel_by_out<T, H, 64>(shape);
 }
 template <typename T>
 TrainKernel kernel_of(const FusedShape& shape) {

@@ -2,9 +2,13 @@
 // with the L2, RelativeL2 or L1 loss folded in (pipelined/forward_kernel.cuh, loss_epilogue.cuh)
 // and the backward that forms the weight gradients inside (pipelined/backward_weight_grads_kernel.cuh),
 // one round of tiles after the other, on chip; dL/dinput too where asked (an encoding before the
-// network). For 64 wide, ReLU hidden layers, identity output, input 32 or 64 wide, output at
-// most 64 wide, 1 or 2 hidden layers (the shapes the two kernels it joins take; 3 hidden layers
-// would need a sixth buffer per warp, which shared memory does not hold).
+// network). For 64 wide, ReLU hidden layers, input 32 or 64 wide, an identity output at most 64
+// wide or another output activation (OUT = Epilogue::Generic) at most 32 wide, 1 or 2 hidden layers
+// (the shapes the two kernels it joins take; 3 hidden layers would need a sixth buffer per warp,
+// which shared memory does not hold). With an output activation the output layer leaves z beside
+// the activated output in the warp's output buffer, the loss turns the output into dL/doutput in
+// place, and dZ of the output layer replaces it there (output_dz_in_place, as the backward forms
+// it from the z the training forward keeps: the same bits).
 //
 // Why: run as three kernels, the pass writes every hidden layer's y and dL/doutput and reads them
 // back (1,284 B per sample at 64 -> 64 x 2 -> 64 with the loss folded); here only the input and
@@ -81,7 +85,7 @@ __device__ __forceinline__ void train_dw_step(float (&dw)[4][4], const KernelSha
   }
 }
 
-template <typename T, int H, int IN, int OUT>
+template <typename T, int H, int IN, int OUT, Epilogue OUT_E>
 __device__ __forceinline__ void train_step_body(KernelShape s, ForwardArgs args, int weight_bytes, int64_t n_tiles,
                                                 float* partial) {
   using Tl = PipelineTiling<kDwWidth>;
@@ -146,11 +150,19 @@ __device__ __forceinline__ void train_step_body(KernelShape s, ForwardArgs args,
         copy_fragments<kDwWidth>(h, a);
         put_fragments<kDwWidth>(buffer(2 + l), stage_stride, h, lane);
       }
-      output_layer<T, kDwWidth, Epilogue::Identity, false>(h, weights_of(H), s.out_width, buffer(kOut), stage_stride,
-                                                           Activation::None, lane, false);
+      if constexpr (OUT_E == Epilogue::Identity)
+        output_layer<T, kDwWidth, Epilogue::Identity, false>(h, weights_of(H), s.out_width, buffer(kOut), stage_stride,
+                                                             Activation::None, lane, false);
+      else  // the activated output, z beside it (columns out_width .. 2 out_width - 1)
+        output_layer<T, kDwWidth, Epilogue::Generic, true>(h, weights_of(H), s.out_width, buffer(kOut), stage_stride,
+                                                           s.out_act, lane, true);
       __syncwarp();
       loss_epilogue_of_kind<T, Tl::kRows, ChunkWalk, true>(buffer(kOut), stage_stride, s.out_width, args.loss, row0,
                                                            batch, lane, sums);
+      if constexpr (OUT_E != Epilogue::Identity) {
+        __syncwarp();  // every lane's dL/doutput is in place
+        output_dz_in_place<T, OUT_E>(buffer(kOut), stage_stride, s.out_width, s.out_act, Tl::kMTiles, lane);
+      }
     }
 
     // Backward, layer H (the output layer) down to 0.
@@ -217,14 +229,14 @@ __device__ __forceinline__ void train_step_body(KernelShape s, ForwardArgs args,
   }
 }
 
-template <typename T, int H, int IN, int OUT>
+template <typename T, int H, int IN, int OUT, Epilogue OUT_E>
 __global__ void __launch_bounds__(kDwWarps* kWarpSize, 1)
     pipelined_train_step_kernel(KernelShape s, ForwardArgs args, int weight_bytes, int64_t n_tiles, float* partial) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   if constexpr (__CUDA_ARCH__ < kTrainMinArch)
     __trap();  // never launched: the launcher checks the architecture first
   else
-    train_step_body<T, H, IN, OUT>(s, args, weight_bytes, n_tiles, partial);
+    train_step_body<T, H, IN, OUT, OUT_E>(s, args, weight_bytes, n_tiles, partial);
 #else
   __trap();  // never launched: the launcher checks the architecture first
 #endif
