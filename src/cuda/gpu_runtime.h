@@ -44,6 +44,7 @@
 #define gpuDevAttrComputeCapabilityMajor hipDeviceAttributeComputeCapabilityMajor
 #define gpuDevAttrComputeCapabilityMinor hipDeviceAttributeComputeCapabilityMinor
 #define gpuDevAttrWarpSize hipDeviceAttributeWarpSize
+#define gpuDevAttrL2CacheSize hipDeviceAttributeL2CacheSize
 #define gpuDeviceProp_t hipDeviceProp_t
 #define gpuGetDeviceProperties hipGetDeviceProperties
 #define gpuFuncAttributes hipFuncAttributes
@@ -149,6 +150,7 @@
 #define gpuDevAttrComputeCapabilityMajor cudaDevAttrComputeCapabilityMajor
 #define gpuDevAttrComputeCapabilityMinor cudaDevAttrComputeCapabilityMinor
 #define gpuDevAttrWarpSize cudaDevAttrWarpSize
+#define gpuDevAttrL2CacheSize cudaDevAttrL2CacheSize
 #define gpuDeviceProp_t cudaDeviceProp
 #define gpuGetDeviceProperties cudaGetDeviceProperties
 #define gpuFuncAttributes cudaFuncAttributes

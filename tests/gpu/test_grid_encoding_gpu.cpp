@@ -20,6 +20,7 @@
 //   parameters), 2e-3: one FP16 rounding (2^-11 relative at worst, ~3e-4 RMS) on top of the
 //   above. FP16 parameters and dL/doutput are exact on both sides (the reference gets the same
 //   rounded values), so dL/dinput (FP32) keeps the FP32 tolerance.
+#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -333,6 +334,22 @@ TEST_F(GridGpu, FastSumsMatchDeterministicAtImageScale) {
           << dims << "-D, dL/doutput x " << scale;
     }
   }
+}
+
+// W4's grid (3-D, 16 levels of up to 2^19 entries, base 16, scale 1.447): its FP32 sums outgrow a
+// quarter of L2 (the fixed-point ones even more), so both modes' contribution kernels take their
+// (record, level) pairs level-major; forward, both backwards and the second order against the
+// CPU FP64 reference as every case.
+TEST_F(GridGpu, LevelMajorContributionsWhereTheSumsOutgrowL2) {
+  Case c;
+  c.dims = 3, c.features = 2, c.levels = 16, c.log2_size = 19, c.base = 16, c.per_level_scale = 1.447f;
+  int device = 0, l2_bytes = 0;
+  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device), cudaSuccess);
+  const size_t n_params = make_gpu(c, false, DType::F16, DType::F16)->n_params();
+  ASSERT_GT(n_params * sizeof(float), size_t(l2_bytes) / 4) << "the case must take the level-major order";
+  check_case(c, 3001, DType::F16, DType::F16, 1, 75);
+  check_case(c, 3001, DType::F32, DType::F32, 16, 76);
 }
 
 // A NaN in one record's dL/doutput at image scale reaches its level through the shared-memory

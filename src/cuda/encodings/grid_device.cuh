@@ -48,6 +48,18 @@ struct Matrix {
   }
 };
 
+// Thread i of a (record, level) launch, record fastest (level-major).
+__device__ __forceinline__ void level_and_record(int64_t i, int64_t batch, int64_t& record, uint32_t& level) {
+  if (i < (int64_t(1) << 32)) {  // then batch < 2^32 too
+    const uint32_t l = static_cast<uint32_t>(i) / static_cast<uint32_t>(batch);
+    level = l;
+    record = static_cast<uint32_t>(i) - l * static_cast<uint32_t>(batch);
+  } else {
+    level = static_cast<uint32_t>(i / batch);
+    record = i - int64_t(level) * batch;
+  }
+}
+
 // Thread i of a (record, level) launch, level fastest. 32-bit division while i fits (a 64-bit
 // one costs many more instructions).
 __device__ __forceinline__ void record_and_level(int64_t i, uint32_t n_levels, int64_t& record, uint32_t& level) {

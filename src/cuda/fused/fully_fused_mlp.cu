@@ -234,6 +234,7 @@ class FullyFusedMlp final : public GpuMlp<T> {
     a.dL_doutput = dout.data;
     a.ld_dout = dout.ld;
     a.hidden_deriv = ctx.hidden_y;  // ReLU: act' from y
+    a.out_z = ctx.out_z;            // an output activation's z (null for an identity output)
     a.input = x0.data;
     a.ld_in = x0.ld;
     a.dL_dinput = dL_dinput ? din.data : nullptr;
