@@ -1,5 +1,6 @@
 // SphericalHarmonics on CUDA: core/encodings/spherical_harmonics_math.h in float, the forward one
-// thread per eight features of a direction, the other passes one thread per direction. Inputs in [0, 1]^3 are mapped to [-1, 1]^3 as on the CPU; padding comes first.
+// thread per eight features of a direction, the other passes one thread per direction. Inputs in
+// [0, 1]^3 are mapped to [-1, 1]^3 as on the CPU; padding comes first.
 #include <string>
 #include <type_traits>
 

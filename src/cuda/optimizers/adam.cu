@@ -86,7 +86,8 @@ __global__ void adam_packed_kernel(AdamConsts c, int64_t packs, AdamArrays<P, G>
   const int64_t i = q * kPack;
   const Pack<uint8_t, kPack> mask = load_pack<kPack>(a.matrix_mask, i);
   const Pack<G, kPack> g = load_pack<kPack>(a.gradients, i);
-  Pack<float, kPack> w = load_pack<kPack>(a.master, i), m = load_pack<kPack>(a.first, i), v = load_pack<kPack>(a.second, i);
+  Pack<float, kPack> w = load_pack<kPack>(a.master, i), m = load_pack<kPack>(a.first, i);
+  Pack<float, kPack> v = load_pack<kPack>(a.second, i);
   Pack<uint32_t, kPack> t = load_pack<kPack>(a.param_steps, i);
   bool updated[kPack], all = true;
 #pragma unroll
@@ -122,9 +123,9 @@ __global__ void adam_packed_kernel(AdamConsts c, int64_t packs, AdamArrays<P, G>
 // may not), the per-element kernel for the rest.
 template <typename P, typename G>
 void launch_adam(const AdamConsts& c, int64_t n, const AdamArrays<P, G>& a, gpuStream_t stream) {
-  const bool packed = pack_aligned<kPack>(a.matrix_mask) && pack_aligned<kPack>(a.master) && (!a.params || pack_aligned<kPack>(a.params)) &&
-                      pack_aligned<kPack>(a.gradients) && pack_aligned<kPack>(a.first) && pack_aligned<kPack>(a.second) &&
-                      pack_aligned<kPack>(a.param_steps);
+  const bool packed = pack_aligned<kPack>(a.matrix_mask) && pack_aligned<kPack>(a.master) &&
+                      (!a.params || pack_aligned<kPack>(a.params)) && pack_aligned<kPack>(a.gradients) &&
+                      pack_aligned<kPack>(a.first) && pack_aligned<kPack>(a.second) && pack_aligned<kPack>(a.param_steps);
   const int64_t packs = packed ? n / kPack : 0;
   if (packs > 0) {
     adam_packed_kernel<<<blocks_for(packs), kThreadsPerBlock, 0, stream>>>(c, packs, a);
