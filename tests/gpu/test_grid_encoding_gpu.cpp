@@ -23,6 +23,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -182,8 +183,10 @@ double tol_values(DType t) { return t == DType::F16 ? 2e-3 : 2e-5; }
 double tol_params(DType t) { return t == DType::F16 ? 2e-3 : 1e-4; }
 
 // Runs one case at one batch with parameters of `pdt` and outputs of `odt` on both GPU modes,
-// comparing everything with the CPU FP64 reference.
-void check_case(const Case& c, int64_t batch, DType pdt, DType odt, uint32_t alignment, uint64_t seed) {
+// comparing everything with the CPU FP64 reference, each within its tolerance or `position_tol`,
+// whichever is larger (fine grids: see LevelMajorContributionsWhereTheSumsOutgrowL2).
+void check_case(const Case& c, int64_t batch, DType pdt, DType odt, uint32_t alignment, uint64_t seed,
+                double position_tol = 0) {
   const std::string what = c.describe() + " batch " + std::to_string(batch) + " params " + to_string(pdt) +
                            " output " + to_string(odt);
   SCOPED_TRACE(what);
@@ -236,12 +239,15 @@ void check_case(const Case& c, int64_t batch, DType pdt, DType odt, uint32_t ali
       enc->backward_backward_input(*gctx, gx.view, gv.view, gdy.view, &ddy.view, &d2x.view, false, GradientMode::Overwrite);
       const auto second = download(grads.view);
       if (run == 0) {
-        EXPECT_LE(rel_l2(download(y.view), ref_y), tol_values(odt)) << "forward";
-        EXPECT_LE(rel_l2(download(dx.view), ref_dx), tol_values(DType::F32)) << "dL/dinput";
-        EXPECT_LE(worst_segment_error(*enc, first, ref_param_grads), tol_params(pdt)) << "parameter gradients";
-        EXPECT_LE(worst_segment_error(*enc, second, ref_second_grads), tol_params(pdt)) << "second-order parameter gradients";
-        EXPECT_LE(rel_l2(download(ddy.view), ref_ddy), tol_values(odt)) << "second-order dL/doutput";
-        EXPECT_LE(rel_l2(download(d2x.view), ref_d2x), tol_values(DType::F32)) << "second-order dL/dinput";
+        const double values_tol = std::max(tol_values(odt), position_tol),
+                     f32_tol = std::max(tol_values(DType::F32), position_tol),
+                     params_tol = std::max(tol_params(pdt), position_tol);
+        EXPECT_LE(rel_l2(download(y.view), ref_y), values_tol) << "forward";
+        EXPECT_LE(rel_l2(download(dx.view), ref_dx), f32_tol) << "dL/dinput";
+        EXPECT_LE(worst_segment_error(*enc, first, ref_param_grads), params_tol) << "parameter gradients";
+        EXPECT_LE(worst_segment_error(*enc, second, ref_second_grads), params_tol) << "second-order parameter gradients";
+        EXPECT_LE(rel_l2(download(ddy.view), ref_ddy), values_tol) << "second-order dL/doutput";
+        EXPECT_LE(rel_l2(download(d2x.view), ref_d2x), f32_tol) << "second-order dL/dinput";
       }
       if (is_det) {
         std::vector<double> both = first;
@@ -339,17 +345,23 @@ TEST_F(GridGpu, FastSumsMatchDeterministicAtImageScale) {
 // W4's grid (3-D, 16 levels of up to 2^19 entries, base 16, scale 1.447): its FP32 sums outgrow a
 // quarter of L2 (the fixed-point ones even more), so both modes' contribution kernels take their
 // (record, level) pairs level-major; forward, both backwards and the second order against the
-// CPU FP64 reference as every case.
+// CPU FP64 reference as every case. Its finest level has about 4,100 cells per axis, and the GPU
+// (as tiny-cuda-nn) forms x * scale in FP32: the cell fractions, so every result, carry up to half
+// an ulp of 4,100 (1.2e-4) that the small cases' tolerances (2e-5 for FP32) do not allow; the
+// results here are held to twice that ulp (a record or level taken for another would be off by
+// O(1)).
 TEST_F(GridGpu, LevelMajorContributionsWhereTheSumsOutgrowL2) {
   Case c;
   c.dims = 3, c.features = 2, c.levels = 16, c.log2_size = 19, c.base = 16, c.per_level_scale = 1.447f;
+  const double finest = c.base * std::pow(double(c.per_level_scale), c.levels - 1);
+  const double position_tol = 2 * std::ldexp(1.0, std::ilogb(finest) - 23);
   int device = 0, l2_bytes = 0;
   ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
   ASSERT_EQ(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device), cudaSuccess);
   const size_t n_params = make_gpu(c, false, DType::F16, DType::F16)->n_params();
   ASSERT_GT(n_params * sizeof(float), size_t(l2_bytes) / 4) << "the case must take the level-major order";
-  check_case(c, 3001, DType::F16, DType::F16, 1, 75);
-  check_case(c, 3001, DType::F32, DType::F32, 16, 76);
+  check_case(c, 3001, DType::F16, DType::F16, 1, 75, position_tol);
+  check_case(c, 3001, DType::F32, DType::F32, 16, 76, position_tol);
 }
 
 // A NaN in one record's dL/doutput at image scale reaches its level through the shared-memory
