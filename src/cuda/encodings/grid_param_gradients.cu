@@ -345,21 +345,23 @@ __global__ void fixed_to_gradients_kernel(Launch g, uint32_t F, const unsigned l
 // FP16 gradients = [gradients +] FP32 sums (fast mode with FP16 parameters), kHalfPack elements a
 // thread; with Packed (the gradients start pack-aligned, as the sums do) by vector accesses.
 constexpr int kHalfPack = 4;
+__device__ __forceinline__ __half gradient_of_sum(float sum, __half old, bool accumulate) {
+  return __float2half_rn(accumulate ? __half2float(old) + sum : sum);
+}
 template <bool Packed>
 __global__ void f32_to_half_kernel(const float* __restrict__ sums, __half* grads, size_t n, bool accumulate) {
   const size_t i = (size_t(blockIdx.x) * blockDim.x + threadIdx.x) * kHalfPack;
   if (i >= n) return;
   if (Packed && i + kHalfPack <= n) {
     const Pack<float, kHalfPack> s = load_pack<kHalfPack>(sums, int64_t(i));
-    Pack<__half, kHalfPack> g;
+    Pack<__half, kHalfPack> g{};
     if (accumulate) g = load_pack<kHalfPack>(grads, int64_t(i));
 #pragma unroll
-    for (int k = 0; k < kHalfPack; ++k) g.v[k] = __float2half_rn(accumulate ? __half2float(g.v[k]) + s.v[k] : s.v[k]);
+    for (int k = 0; k < kHalfPack; ++k) g.v[k] = gradient_of_sum(s.v[k], g.v[k], accumulate);
     store_pack(grads, int64_t(i), g);
     return;
   }
-  for (size_t k = i; k < i + kHalfPack && k < n; ++k)
-    grads[k] = __float2half_rn(accumulate ? __half2float(grads[k]) + sums[k] : sums[k]);
+  for (size_t k = i; k < i + kHalfPack && k < n; ++k) grads[k] = gradient_of_sum(sums[k], grads[k], accumulate);
 }
 
 // How many leading levels the fast first order sums in shared memory: each level's table fits
