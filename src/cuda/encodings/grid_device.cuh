@@ -50,7 +50,7 @@ struct Matrix {
 
 // Thread i of a (record, level) launch, record fastest (level-major).
 __device__ __forceinline__ void level_and_record(int64_t i, int64_t batch, int64_t& record, uint32_t& level) {
-  if (i < (int64_t(1) << 32)) {  // then batch < 2^32 too
+  if (i < (int64_t(1) << 32) && batch < (int64_t(1) << 32)) {
     const uint32_t l = static_cast<uint32_t>(i) / static_cast<uint32_t>(batch);
     level = l;
     record = static_cast<uint32_t>(i) - l * static_cast<uint32_t>(batch);

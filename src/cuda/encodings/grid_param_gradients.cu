@@ -129,7 +129,7 @@ __device__ __forceinline__ void first_order_contributions(const Launch& g, const
 }
 
 // One thread per (record, level) for levels [first_level, n_levels), level fastest (coalesced
-// reads of dL/doutput rows).
+// reads of dL/doutput rows) or record fastest (level_major: contributions_level_major() says when).
 template <uint32_t D, uint32_t F, bool SecondOrder, bool Deterministic>
 __global__ void contribution_kernel(Launch g, uint32_t first_level, int64_t batch, bool level_major,
                                     const float* __restrict__ x, int64_t ldx, Matrix dy, const float* __restrict__ dir,
