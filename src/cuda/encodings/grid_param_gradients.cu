@@ -405,8 +405,8 @@ template <bool Deterministic>
 void launch_contributions(const Job& job, const GradientRequest& r, const Sink& sink, uint32_t first_level) {
   const int64_t threads = job.batch * (job.g.n_levels - first_level);
   const bool second = r.v != nullptr;
-  const bool level_major = contributions_level_major(r);
   if (threads == 0) return;
+  const bool level_major = contributions_level_major(r);
   dispatch_dims_features(job.dims, job.features, [&](auto d, auto f) {
     constexpr uint32_t D = decltype(d)::value, F = decltype(f)::value;
     const auto blocks = blocks_for_threads(threads);
