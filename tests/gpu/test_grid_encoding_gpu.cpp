@@ -342,6 +342,40 @@ TEST_F(GridGpu, FastSumsMatchDeterministicAtImageScale) {
   }
 }
 
+// Shared-memory levels beside the contribution kernel (a programmatic dependent launch on sm_90):
+// what follows on the stream, here the FP16 conversion of the sums, must see both finished. Four
+// coarse levels with thousands of contributions per entry go through shared_level_kernel, the
+// fifth (82 x 82 entries, over 48 KiB of sums) through the contribution kernel alone, which so
+// finishes long before the shared levels; a conversion that waited for it alone would read partial
+// sums, off by O(1). Several backwards into poisoned gradients, each against the deterministic
+// sums, within FP16 rounding.
+TEST_F(GridGpu, SharedLevelsFinishBeforeTheFp16Conversion) {
+  Case c;
+  c.levels = 5, c.log2_size = 14, c.base = 16, c.per_level_scale = 1.5f;
+  auto fast = make_gpu(c, false, DType::F16, DType::F16), det = make_gpu(c, true, DType::F16, DType::F16);
+  const size_t n = fast->n_params();
+  const int64_t batch = int64_t(1) << 18;
+  const uint32_t W = fast->padded_output_width();
+  Pcg32 rng(93);
+  std::vector<double> x(size_t(batch) * 2);
+  for (auto& xi : x) xi = rng.next_float();
+  Dev p = upload(random_values(rng, n, DType::F16), DType::F16, 1, int64_t(n));
+  Dev gx = upload(x, DType::F32, batch, 2);
+  const auto pvec = TensorView::vector(p.view.data, DType::F16, Device::CUDA, int64_t(n));
+  auto gradients = [&](Encoding& enc, const Dev& dy) {
+    Dev g = dev_matrix(DType::F16, 1, int64_t(n));
+    fill_tensor(g.view, 1e4);
+    enc.set_params(pvec, pvec, g.view);
+    auto ctx = enc.forward(gx.view, nullptr);
+    enc.backward(*ctx, gx.view, dy.view, dy.view, nullptr, false, GradientMode::Overwrite);
+    return download(g.view);
+  };
+  for (int round = 0; round < 5; ++round) {
+    Dev dy = upload(random_values(rng, size_t(batch) * W, DType::F16, 0.25, 1.0), DType::F16, batch, W);
+    EXPECT_LE(worst_segment_error(*fast, gradients(*fast, dy), gradients(*det, dy)), 2e-3) << "round " << round;
+  }
+}
+
 // W4's grid (3-D, 16 levels of up to 2^19 entries, base 16, scale 1.447): its FP32 sums outgrow a
 // quarter of L2 (the fixed-point ones even more), so both modes' contribution kernels take their
 // (record, level) pairs level-major; forward, both backwards and the second order against the

@@ -12,6 +12,7 @@
 //   overflow (2^62 headroom under 2^63): every contribution keeps about 62 - log2(batch) bits
 //   relative to the largest possible sum, more than FP32's 24. A non-finite dL/doutput in a
 //   level makes that level's gradients NaN.
+#include "cuda/dependent_launch.cuh"
 #include "cuda/encodings/grid_kernels.cuh"
 
 #include <algorithm>
@@ -130,10 +131,13 @@ __device__ __forceinline__ void first_order_contributions(const Launch& g, const
 
 // One thread per (record, level) for levels [first_level, n_levels), level fastest (coalesced
 // reads of dL/doutput rows) or record fastest (level_major: contributions_level_major() says when).
+// Launched beside shared_level_kernel (the levels before first_level), block 0 holds it back until
+// that kernel has finished, so that what follows on the stream sees every level's sums.
 template <uint32_t D, uint32_t F, bool SecondOrder, bool Deterministic>
 __global__ void contribution_kernel(Launch g, uint32_t first_level, int64_t batch, bool level_major,
                                     const float* __restrict__ x, int64_t ldx, Matrix dy, const float* __restrict__ dir,
                                     int64_t ldv, Sink sink) {
+  if (blockIdx.x == 0) wait_for_prerequisite_kernel();
   const uint32_t n_levels = g.n_levels - first_level;
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= batch * n_levels) return;
@@ -181,7 +185,8 @@ __global__ void contribution_kernel(Launch g, uint32_t first_level, int64_t batc
 // Levels [0, gridDim.y) in the fast first order: tables so small that thousands of records land on
 // each entry (W1's coarsest level: 17 x 17 entries for 2^18 records x 4 corners), where float
 // atomics on one address queue in its L2 slice. A block sums its records' contributions to one
-// level in shared memory, then adds each entry it touched to the sums once.
+// level in shared memory, then adds each entry it touched to the sums once. The contribution
+// kernel (the other levels) may start beside it.
 //
 // On CUDA the block sums are fixed point: shared-memory float atomics are a compare-and-swap loop
 // per add on sm_90 (SASS ATOMS.CAST.SPIN), 32-bit integer ones a single ATOMS.ADD. The block's
@@ -208,6 +213,7 @@ __global__ void shared_level_kernel(Launch g, int64_t batch, const float* __rest
                                     float* __restrict__ sums) {
   extern __shared__ float level_sums[];  // n floats, or n FixedPairs where `fixed`
   __shared__ unsigned block_max;         // float bits of the block's largest |dL/doutput|
+  let_dependent_kernel_start();
   const uint32_t l = blockIdx.y;
   const LevelInfo L = g.levels[l];
   const uint32_t n = L.size * F;
@@ -401,21 +407,22 @@ bool contributions_level_major(const GradientRequest& r) {
   return sum_bytes > static_cast<size_t>(l2_bytes) / 4;
 }
 
+// `beside_shared`: shared_level_kernel was launched just before, for the levels before
+// first_level; the two then overlap where the device allows (their sums are disjoint).
 template <bool Deterministic>
-void launch_contributions(const Job& job, const GradientRequest& r, const Sink& sink, uint32_t first_level) {
+void launch_contributions(const Job& job, const GradientRequest& r, const Sink& sink, uint32_t first_level,
+                          bool beside_shared = false) {
   const int64_t threads = job.batch * (job.g.n_levels - first_level);
   const bool second = r.v != nullptr;
   if (threads == 0) return;
   const bool level_major = contributions_level_major(r);
+  const bool beside = beside_shared && dependent_launch_available();
   dispatch_dims_features(job.dims, job.features, [&](auto d, auto f) {
     constexpr uint32_t D = decltype(d)::value, F = decltype(f)::value;
     const auto blocks = blocks_for_threads(threads);
-    if (second)
-      contribution_kernel<D, F, true, Deterministic><<<blocks, kThreadsPerBlock, 0, job.stream>>>(
-          job.g, first_level, job.batch, level_major, r.x, r.ldx, r.dL_doutput, r.v, r.ldv, sink);
-    else
-      contribution_kernel<D, F, false, Deterministic><<<blocks, kThreadsPerBlock, 0, job.stream>>>(
-          job.g, first_level, job.batch, level_major, r.x, r.ldx, r.dL_doutput, r.v, r.ldv, sink);
+    auto* kernel = second ? contribution_kernel<D, F, true, Deterministic> : contribution_kernel<D, F, false, Deterministic>;
+    launch_beside_previous(beside, blocks, kThreadsPerBlock, 0, job.stream, kernel, job.g, first_level, job.batch,
+                           level_major, r.x, r.ldx, r.dL_doutput, r.v, r.ldv, sink);
   });
   TF_GPU_CHECK_LAUNCH("grid contribution_kernel");
 }
@@ -498,7 +505,7 @@ void fast_gradients(const Job& job, const GradientRequest& r) {
   const uint32_t n_shared = shared_levels(job, r);
   auto contributions = [&](float* sums, bool vec) {
     if (n_shared > 0) launch_shared_levels(job, r, sums, n_shared);
-    launch_contributions<false>(job, r, Sink{sums, vec, nullptr, nullptr}, n_shared);
+    launch_contributions<false>(job, r, Sink{sums, vec, nullptr, nullptr}, n_shared, n_shared > 0);
   };
   if (r.dtype == DType::F32) {
     if (!r.accumulate) TF_GPU_CHECK(gpuMemsetAsync(r.gradients, 0, r.n_params * sizeof(float), job.stream));
