@@ -33,6 +33,7 @@
 #include "core/encodings/grid_config.h"
 #include "core/half.h"
 #include "cuda/encodings/grid_encoding.h"
+#include "testing/gpu_stream.h"
 #include "tinyfuse/tinyfuse.h"
 
 using namespace tinyfuse;
@@ -348,8 +349,10 @@ TEST_F(GridGpu, FastSumsMatchDeterministicAtImageScale) {
 // fifth (82 x 82 entries, over 48 KiB of sums) through the contribution kernel alone, which so
 // finishes long before the shared levels; a conversion that waited for it alone would read partial
 // sums, off by O(1). Several backwards into poisoned gradients, each against the deterministic
-// sums, within FP16 rounding.
+// sums, within FP16 rounding; then one captured in a CUDA graph on a stream of the caller's (where
+// the dependent launch becomes a graph edge) and replayed.
 TEST_F(GridGpu, SharedLevelsFinishBeforeTheFp16Conversion) {
+  const tinyfuse::testing::OwnedStream stream;  // outlives the encodings and buffers freed on it
   Case c;
   c.levels = 5, c.log2_size = 14, c.base = 16, c.per_level_scale = 1.5f;
   auto fast = make_gpu(c, false, DType::F16, DType::F16), det = make_gpu(c, true, DType::F16, DType::F16);
@@ -374,6 +377,35 @@ TEST_F(GridGpu, SharedLevelsFinishBeforeTheFp16Conversion) {
     Dev dy = upload(random_values(rng, size_t(batch) * W, DType::F16, 0.25, 1.0), DType::F16, batch, W);
     EXPECT_LE(worst_segment_error(*fast, gradients(*fast, dy), gradients(*det, dy)), 2e-3) << "round " << round;
   }
+
+  Dev dy = upload(random_values(rng, size_t(batch) * W, DType::F16, 0.25, 1.0), DType::F16, batch, W);
+  TensorView xs = gx.view, dys = dy.view;
+  xs.stream = dys.stream = stream.get();
+  Dev g = dev_matrix(DType::F16, 1, int64_t(n));
+  fill_tensor(g.view, 1e4);
+  ASSERT_EQ(cudaStreamSynchronize(cudaStreamPerThread), cudaSuccess);  // the uploads and the fill
+  fast->set_params(pvec, pvec, g.view);
+  auto ctx = fast->forward(xs, nullptr);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+  std::string failure;
+  try {
+    fast->backward(*ctx, xs, dys, dys, nullptr, false, GradientMode::Overwrite);
+  } catch (const std::exception& e) {
+    failure = e.what();
+  }
+  cudaGraph_t graph = nullptr;
+  const cudaError_t end = cudaStreamEndCapture(stream, &graph);
+  ASSERT_EQ(failure, "");
+  ASSERT_EQ(end, cudaSuccess) << cudaGetErrorString(end);
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  const std::vector<double> replayed = download(g.view);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  EXPECT_LE(worst_segment_error(*fast, replayed, gradients(*det, dy)), 2e-3) << "graph replay";
 }
 
 // W4's grid (3-D, 16 levels of up to 2^19 entries, base 16, scale 1.447): its FP32 sums outgrow a
