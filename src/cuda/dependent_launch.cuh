@@ -28,26 +28,34 @@ __device__ __forceinline__ void wait_for_prerequisite_kernel() {
 #endif
 }
 
-// Whether launch_beside_previous() can overlap on the current device.
-inline bool dependent_launch_available() {
+// Whether `kernel` can start beside the kernel before it: a device of compute capability 9.0 or
+// later, and the kernel's code compiled for a virtual architecture that has griddepcontrol (code
+// built for sm_80 and JIT-compiled for a Hopper device has no wait in it, and what follows it on
+// the stream could then start before the first kernel ends).
+inline bool dependent_launch_available(const void* kernel) {
 #if defined(TINYFUSE_WITH_HIP)
+  (void)kernel;
   return false;
 #else
   int device = 0, major = 0;
   TF_GPU_CHECK(gpuGetDevice(&device));
   TF_GPU_CHECK(gpuDeviceGetAttribute(&major, gpuDevAttrComputeCapabilityMajor, device));
-  return major >= 9;
+  if (major < 9) return false;
+  gpuFuncAttributes attributes{};
+  TF_GPU_CHECK(gpuFuncGetAttributes(&attributes, kernel));
+  return attributes.ptxVersion >= 90;
 #endif
 }
 
 // kernel<<<blocks, threads, smem, stream>>>(args...), as a programmatic dependent of the kernel
-// before it on the stream where `beside` (the caller has checked dependent_launch_available() and
-// that the kernel before it is one that calls let_dependent_kernel_start()).
+// before it on the stream where `beside` (the kernel before it is one that calls
+// let_dependent_kernel_start(), and `kernel` calls wait_for_prerequisite_kernel() in one block) and
+// dependent_launch_available(kernel); an ordinary launch otherwise.
 template <typename... Params, typename... Args>
 void launch_beside_previous(bool beside, dim3 blocks, dim3 threads, size_t smem, gpuStream_t stream,
                             void (*kernel)(Params...), Args&&... args) {
 #if !defined(TINYFUSE_WITH_HIP)
-  if (beside) {
+  if (beside && dependent_launch_available(reinterpret_cast<const void*>(kernel))) {
     cudaLaunchAttribute attribute{};
     attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attribute.val.programmaticStreamSerializationAllowed = 1;

@@ -416,12 +416,11 @@ void launch_contributions(const Job& job, const GradientRequest& r, const Sink& 
   const bool second = r.v != nullptr;
   if (threads == 0) return;
   const bool level_major = contributions_level_major(r);
-  const bool beside = beside_shared && dependent_launch_available();
   dispatch_dims_features(job.dims, job.features, [&](auto d, auto f) {
     constexpr uint32_t D = decltype(d)::value, F = decltype(f)::value;
     const auto blocks = blocks_for_threads(threads);
     auto* kernel = second ? contribution_kernel<D, F, true, Deterministic> : contribution_kernel<D, F, false, Deterministic>;
-    launch_beside_previous(beside, blocks, kThreadsPerBlock, 0, job.stream, kernel, job.g, first_level, job.batch,
+    launch_beside_previous(beside_shared, blocks, kThreadsPerBlock, 0, job.stream, kernel, job.g, first_level, job.batch,
                            level_major, r.x, r.ldx, r.dL_doutput, r.v, r.ldv, sink);
   });
   TF_GPU_CHECK_LAUNCH("grid contribution_kernel");
