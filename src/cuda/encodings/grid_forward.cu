@@ -9,8 +9,8 @@ namespace {
 // The features of entries e0 and e1. Where both lie in one aligned 16-byte window of the table
 // (`pairs`: params 16-byte aligned; the ends of a cell along axis 0 are neighbours in a Dense or
 // Tiled level, and the tiny-cuda-nn hashes multiply axis 0 by 1, so x and x + 1 differ in their low
-// bits alone unless the carry runs past the window) one 16-byte load brings both. With W entries a
-// window that is 1 - 1/W of the pairs: for two FP16 features (W = 4) 1.25 loads a pair where
+// bits alone unless the carry runs past the window) one 16-byte load brings both. With W entries to
+// a window, 1 - 1/W of the pairs share one: for two FP16 features (W = 4) 1.25 loads a pair where
 // aligned pairs alone took 1.5.
 template <typename T, uint32_t F>
 __device__ __forceinline__ void load_feature_pair(const T* params, uint32_t e0, uint32_t e1, bool vec, bool pairs,
