@@ -14,6 +14,7 @@
 #define gpuSuccess hipSuccess
 #define gpuGetErrorString hipGetErrorString
 #define gpuGetLastError hipGetLastError
+#define gpuErrorInvalidValue hipErrorInvalidValue
 #define gpuStream_t hipStream_t
 #define gpuMalloc hipMalloc
 #define gpuFree hipFree
@@ -61,6 +62,8 @@
 #define gpuStreamBeginCapture hipStreamBeginCapture
 #define gpuStreamEndCapture hipStreamEndCapture
 #define gpuStreamCaptureModeThreadLocal hipStreamCaptureModeThreadLocal
+#define gpuStreamCaptureModeGlobal hipStreamCaptureModeGlobal
+#define gpuStreamCaptureMode hipStreamCaptureMode
 #define gpuGraphInstantiateWithFlags hipGraphInstantiateWithFlags
 #define gpuGraphLaunch hipGraphLaunch
 #define gpuGraphExecDestroy hipGraphExecDestroy
@@ -120,6 +123,7 @@
 #define gpuSuccess cudaSuccess
 #define gpuGetErrorString cudaGetErrorString
 #define gpuGetLastError cudaGetLastError
+#define gpuErrorInvalidValue cudaErrorInvalidValue
 #define gpuStream_t cudaStream_t
 #define gpuMalloc cudaMalloc
 #define gpuFree cudaFree
@@ -167,6 +171,8 @@
 #define gpuStreamBeginCapture cudaStreamBeginCapture
 #define gpuStreamEndCapture cudaStreamEndCapture
 #define gpuStreamCaptureModeThreadLocal cudaStreamCaptureModeThreadLocal
+#define gpuStreamCaptureModeGlobal cudaStreamCaptureModeGlobal
+#define gpuStreamCaptureMode cudaStreamCaptureMode
 #define gpuGraphInstantiateWithFlags cudaGraphInstantiateWithFlags
 #define gpuGraphLaunch cudaGraphLaunch
 #define gpuGraphExecDestroy cudaGraphExecDestroy

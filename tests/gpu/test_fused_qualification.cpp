@@ -32,6 +32,7 @@
 #include "core/half.h"
 #include "cuda/gpu_runtime.h"
 #include "gpu/fused_test_support.h"
+#include "testing/graph_capture.h"
 
 #ifndef TINYFUSE_FUSED_DETERMINISM_EXE
 #error "tests/CMakeLists.txt defines TINYFUSE_FUSED_DETERMINISM_EXE (the path of tinyfuse_fused_determinism)"
@@ -333,25 +334,16 @@ TEST_P(FusedQualification, GraphReplayAndStreamIsolation) {
   upload(in.view, x1);
   out.poison();
   const std::vector<unsigned char> poisoned = download_bytes(out.view);
-  gpuGraph_t graph = nullptr;
-  gpuGraphExec_t exec = nullptr;
-  TF_GPU_CHECK(gpuStreamBeginCapture(st.s[0], gpuStreamCaptureModeThreadLocal));
-  try {
-    net_->inference(in.view, out.view);
-  } catch (...) {
-    (void)gpuStreamEndCapture(st.s[0], &graph);
-    if (graph) (void)gpuGraphDestroy(graph);
-    throw;
-  }
-  TF_GPU_CHECK(gpuStreamEndCapture(st.s[0], &graph));
-  TF_GPU_CHECK(gpuGraphInstantiateWithFlags(&exec, graph, 0));
+  tinyfuse::testing::CapturedGraph captured(st.s[0], gpuStreamCaptureModeThreadLocal,
+                                            [&] { net_->inference(in.view, out.view); });
+  ASSERT_EQ(captured.failure(), "");
   EXPECT_EQ(download_bytes(out.view), poisoned) << "capturing must not run the network";
 
-  for (int i = 0; i < 10; ++i) TF_GPU_CHECK(gpuGraphLaunch(exec, st.s[0]));
+  for (int i = 0; i < 10; ++i) TF_GPU_CHECK(captured.launch(st.s[0]));
   EXPECT_EQ(download_bytes(out.view), direct1) << "replay differs from a direct call";
   upload(in.view, x2);
   out.poison();
-  TF_GPU_CHECK(gpuGraphLaunch(exec, st.s[0]));
+  TF_GPU_CHECK(captured.launch(st.s[0]));
   EXPECT_EQ(download_bytes(out.view), direct2) << "a replay must read the input buffer's current contents";
 
   // Replays on stream 0 interleaved with a second instance on stream 1.
@@ -366,13 +358,11 @@ TEST_P(FusedQualification, GraphReplayAndStreamIsolation) {
   out.poison();
   out_b.poison();
   for (int i = 0; i < 20; ++i) {
-    TF_GPU_CHECK(gpuGraphLaunch(exec, st.s[0]));
+    TF_GPU_CHECK(captured.launch(st.s[0]));
     other->inference(in_b.view, out_b.view);
   }
   EXPECT_EQ(download_bytes(out.view), direct2);
   EXPECT_EQ(download_bytes(out_b.view), alone_b);
-  TF_GPU_CHECK(gpuGraphExecDestroy(exec));
-  TF_GPU_CHECK(gpuGraphDestroy(graph));
 }
 
 // PortableMLP (FP32) and BlasLtMLPFP16 built and run beside the fused network: each correct,

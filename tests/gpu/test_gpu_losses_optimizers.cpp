@@ -22,6 +22,7 @@
 
 #include "core/half.h"
 #include "testing/gpu_stream.h"
+#include "testing/graph_capture.h"
 #include "tinyfuse/tinyfuse.h"
 
 using namespace tinyfuse;
@@ -668,9 +669,7 @@ TEST_F(GpuOptimizerDetails, LossAndStepsQueueWithoutHostSynchronisation) {
   for (auto& w : weights) inference.emplace_back(Device::CUDA, kN * dtype_size(w->dtype));
 
   ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
-  std::string failure;
-  try {
+  const tinyfuse::testing::CapturedGraph captured(stream, gpuStreamCaptureModeGlobal, [&] {
     loss->evaluate(128.0f, pred.matrix(DType::F16, 256, 16, stream), target.matrix(DType::F32, 256, 4, stream),
                    values.matrix(DType::F32, 256, 16, stream), grads.matrix(DType::F16, 256, 16, stream));
     for (size_t k = 0; k < opts.size(); ++k) {
@@ -679,15 +678,8 @@ TEST_F(GpuOptimizerDetails, LossAndStepsQueueWithoutHostSynchronisation) {
       if (opts[k]->has_inference_params())
         opts[k]->write_inference_params(inference[k].vector(w.dtype, kN, stream));
     }
-  } catch (const std::exception& e) {
-    failure = e.what();
-  }
-  cudaGraph_t graph = nullptr;
-  const cudaError_t end = cudaStreamEndCapture(stream, &graph);
-  EXPECT_EQ(failure, "");
-  EXPECT_EQ(end, cudaSuccess) << cudaGetErrorString(end);
-  if (graph) cudaGraphDestroy(graph);
-  (void)cudaGetLastError();
+  });
+  EXPECT_EQ(captured.failure(), "");
 }
 
 // The Trainer runs unchanged on the GPU: an EMA optimizer writes the inference params every step,

@@ -34,6 +34,7 @@
 #include "core/half.h"
 #include "cuda/encodings/grid_encoding.h"
 #include "testing/gpu_stream.h"
+#include "testing/graph_capture.h"
 #include "tinyfuse/tinyfuse.h"
 
 using namespace tinyfuse;
@@ -387,24 +388,13 @@ TEST_F(GridGpu, SharedLevelsFinishBeforeTheFp16Conversion) {
   fast->set_params(pvec, pvec, g.view);
   auto ctx = fast->forward(xs, nullptr);
   ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
-  std::string failure;
-  try {
+  tinyfuse::testing::CapturedGraph captured(stream, gpuStreamCaptureModeGlobal, [&] {
     fast->backward(*ctx, xs, dys, dys, nullptr, false, GradientMode::Overwrite);
-  } catch (const std::exception& e) {
-    failure = e.what();
-  }
-  cudaGraph_t graph = nullptr;
-  const cudaError_t end = cudaStreamEndCapture(stream, &graph);
-  ASSERT_EQ(failure, "");
-  ASSERT_EQ(end, cudaSuccess) << cudaGetErrorString(end);
-  cudaGraphExec_t exec = nullptr;
-  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+  });
+  ASSERT_EQ(captured.failure(), "");
+  ASSERT_EQ(captured.launch(stream), cudaSuccess);
   ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
   const std::vector<double> replayed = download(g.view);
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
   EXPECT_LE(worst_segment_error(*fast, replayed, gradients(*det, dy)), 2e-3) << "graph replay";
 }
 
