@@ -16,6 +16,18 @@ class Encoding : public DifferentiableObject {
   // network can read them without a conversion pass. CPU encodings write their compute dtype
   // only; CUDA encodings write F32 (the default) or F16. Anything else is an UnsupportedError.
   virtual void set_output_dtype(DType dtype);
+
+  // The encoding's half of a composed model's second derivatives (NetworkWithInputEncoding's
+  // backward_backward_input): backward_backward_input(dL_ddLdinput, dL_doutput) into the
+  // parameter gradients (`param_gradients_mode`) and dL2/dinput, then backward(dL_doutput_first)
+  // added to both (what the network's second derivatives send back into the encoding).
+  // `dL_dinput` may be null. By default exactly those calls; an encoding that can form both
+  // parameter terms in one pass over its table does so (the CUDA grid's fast sums).
+  virtual void backward_backward_input_and_backward(const Context& ctx, const TensorView& input,
+                                                    const TensorView& output, const TensorView& dL_ddLdinput,
+                                                    const TensorView& dL_doutput, const TensorView& dL_doutput_first,
+                                                    const TensorView* dL_dinput, bool use_inference_params,
+                                                    GradientMode param_gradients_mode);
 };
 
 }  // namespace tinyfuse

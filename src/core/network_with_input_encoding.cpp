@@ -1,8 +1,5 @@
 #include "core/network_with_input_encoding.h"
 
-#include <numeric>
-
-#include "core/gpu_hooks.h"
 #include "core/host_memory.h"
 #include "tinyfuse/buffer.h"
 
@@ -149,6 +146,8 @@ class NetworkWithInputEncoding final : public DifferentiableObject {
   //     term of dL2/dx;
   //  4. eps back through the encoding's first-order backward: its parameter gradients
   //     (accumulated) and J_enc^T eps, added to dL2/dx.
+  // Steps 3 and 4 are one call (Encoding::backward_backward_input_and_backward), so that an
+  // encoding can add both parameter terms in one pass over its table.
   // dL/de is recomputed by the network's backward() (the forward keeps no gradients). The first
   // call that writes the caller's buffers is the network's, so a network without second
   // derivatives refuses before anything is written.
@@ -170,7 +169,7 @@ class NetworkWithInputEncoding final : public DifferentiableObject {
       b = Buffer::on_stream(device(), static_cast<size_t>(batch) * cols * dtype_size(t), stream);
       return b.matrix(t, batch, cols, stream);
     };
-    Buffer d_enc_buffer, w_buffer, eps_buffer, dx_buffer;
+    Buffer d_enc_buffer, w_buffer, eps_buffer;
     const TensorView d_enc = scratch(d_enc_buffer, enc.dtype, enc.cols());
     network_->backward(*ctx->network_ctx, enc, TensorView{}, dL_doutput, &d_enc, use_inference_params, GradientMode::Ignore);
     const TensorView w = scratch(w_buffer, enc.dtype, enc.cols());
@@ -179,16 +178,10 @@ class NetworkWithInputEncoding final : public DifferentiableObject {
     const TensorView eps = need_eps ? scratch(eps_buffer, enc.dtype, enc.cols()) : TensorView{};
     network_->backward_backward_input(*ctx->network_ctx, enc, w, dL_doutput, dL_ddLdoutput, need_eps ? &eps : nullptr,
                                       use_inference_params, mode);
-    if (encoding_params || dL_dinput)
-      encoding_->backward_backward_input(*ctx->encoding_ctx, input, dL_ddLdinput, d_enc, nullptr, dL_dinput,
-                                         use_inference_params, encoding_params ? mode : GradientMode::Ignore);
     if (!need_eps) return;
-    const TensorView dx = dL_dinput ? scratch(dx_buffer, input_dtype(), input_width()) : TensorView{};
-    encoding_->backward(*ctx->encoding_ctx, input, enc, eps, dL_dinput ? &dx : nullptr, use_inference_params,
-                        encoding_params ? GradientMode::Accumulate : GradientMode::Ignore);
-    if (!dL_dinput) return;
-    if (device() == Device::CPU) add_on_host(*dL_dinput, dx);
-    else gpu_hooks().add(*dL_dinput, dx);
+    encoding_->backward_backward_input_and_backward(*ctx->encoding_ctx, input, enc, dL_ddLdinput, d_enc, eps, dL_dinput,
+                                                     use_inference_params,
+                                                     encoding_params ? mode : GradientMode::Ignore);
   }
 
   json hyperparams() const override {
@@ -208,17 +201,6 @@ class NetworkWithInputEncoding final : public DifferentiableObject {
       throw ShapeError("NetworkWithInputEncoding::" + std::string(call) + ": input batch " + input.describe() +
                        " differs from the forward() that made the context");
     return ctx;
-  }
-
-  // dst += src, (batch, cols) matrices of F32 or F64 in host memory.
-  static void add_on_host(const TensorView& dst, const TensorView& src) {
-    auto add = [&](auto* d, const auto* s) {
-      for (int64_t b = 0; b < dst.rows(); ++b)
-        for (int64_t j = 0; j < dst.cols(); ++j) d[b * dst.strides[0] + j * dst.strides[1]] += s[b * src.strides[0] + j * src.strides[1]];
-    };
-    if (dst.dtype == DType::F64) add(dst.ptr<double>(), src.ptr<double>());
-    else if (dst.dtype == DType::F32) add(dst.ptr<float>(), src.ptr<float>());
-    else throw UnsupportedError("NetworkWithInputEncoding: dL2/dinput in " + to_string(dst.dtype) + " is not implemented");
   }
 
   TensorView head(const TensorView& t) const {

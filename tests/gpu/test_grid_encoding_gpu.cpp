@@ -220,9 +220,17 @@ void check_case(const Case& c, int64_t batch, DType pdt, DType odt, uint32_t ali
   auto d2xv = TensorView::matrix(ref_d2x.data(), batch, D);
   ref->backward_backward_input(*ctx, xv, vv, dyv, &ddyv, &d2xv, false, GradientMode::Overwrite);
   const std::vector<double> ref_second_grads = ref_grads;
+  // The composed model's encoding half: the second order at dy plus the first order at eps.
+  std::vector<double> eps = random_values(rng, size_t(batch) * W, odt), ref_both_d2x(size_t(batch) * D);
+  auto epsv = TensorView::matrix(eps.data(), batch, W), both_d2xv = TensorView::matrix(ref_both_d2x.data(), batch, D);
+  ref->backward_backward_input_and_backward(*ctx, xv, yv, vv, dyv, epsv, &both_d2xv, false, GradientMode::Overwrite);
+  const std::vector<double> ref_both_grads = ref_grads;
+  std::vector<double> ref_first_plus_both(n);
+  for (size_t i = 0; i < n; ++i) ref_first_plus_both[i] = ref_param_grads[i] + ref_both_grads[i];
 
   Dev p = upload(params, pdt, 1, int64_t(n));
-  Dev gx = upload(x, DType::F32, batch, D), gdy = upload(dy, odt, batch, W), gv = upload(v, DType::F32, batch, D);
+  Dev gx = upload(x, DType::F32, batch, D), gdy = upload(dy, odt, batch, W), gv = upload(v, DType::F32, batch, D),
+      geps = upload(eps, odt, batch, W);
   const TensorView pvec = TensorView::vector(p.view.data, pdt, Device::CUDA, int64_t(n));
 
   std::vector<std::vector<double>> det_runs;
@@ -240,6 +248,16 @@ void check_case(const Case& c, int64_t batch, DType pdt, DType odt, uint32_t ali
       fill_tensor(grads.view, NAN);
       enc->backward_backward_input(*gctx, gx.view, gv.view, gdy.view, &ddy.view, &d2x.view, false, GradientMode::Overwrite);
       const auto second = download(grads.view);
+      fill_tensor(grads.view, NAN);
+      Dev both_d2x = dev_matrix(DType::F32, batch, D);
+      enc->backward_backward_input_and_backward(*gctx, gx.view, y.view, gv.view, gdy.view, geps.view, &both_d2x.view,
+                                                false, GradientMode::Overwrite);
+      const auto both = download(grads.view);
+      // Added onto the first order's gradients, without dL2/dinput.
+      enc->backward(*gctx, gx.view, y.view, gdy.view, nullptr, false, GradientMode::Overwrite);
+      enc->backward_backward_input_and_backward(*gctx, gx.view, y.view, gv.view, gdy.view, geps.view, nullptr, false,
+                                                GradientMode::Accumulate);
+      const auto first_plus_both = download(grads.view);
       if (run == 0) {
         const double values_tol = std::max(tol_values(odt), position_tol),
                      f32_tol = std::max(tol_values(DType::F32), position_tol),
@@ -250,11 +268,15 @@ void check_case(const Case& c, int64_t batch, DType pdt, DType odt, uint32_t ali
         EXPECT_LE(worst_segment_error(*enc, second, ref_second_grads), params_tol) << "second-order parameter gradients";
         EXPECT_LE(rel_l2(download(ddy.view), ref_ddy), values_tol) << "second-order dL/doutput";
         EXPECT_LE(rel_l2(download(d2x.view), ref_d2x), f32_tol) << "second-order dL/dinput";
+        EXPECT_LE(worst_segment_error(*enc, both, ref_both_grads), params_tol) << "both orders' parameter gradients";
+        EXPECT_LE(rel_l2(download(both_d2x.view), ref_both_d2x), f32_tol) << "both orders' dL2/dinput";
+        EXPECT_LE(worst_segment_error(*enc, first_plus_both, ref_first_plus_both), params_tol)
+            << "both orders added onto the first order's gradients";
       }
       if (is_det) {
-        std::vector<double> both = first;
-        both.insert(both.end(), second.begin(), second.end());
-        det_runs.push_back(std::move(both));
+        std::vector<double> all = first;
+        for (const auto* part : {&second, &both, &first_plus_both}) all.insert(all.end(), part->begin(), part->end());
+        det_runs.push_back(std::move(all));
       }
     }
   }

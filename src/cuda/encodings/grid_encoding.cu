@@ -139,6 +139,31 @@ class GpuGridEncoding final : public Encoding {
                                          dL_dinput->strides[0]);
   }
 
+  // Both parameter terms in one pass over the table where the fast sums allow it (W4e's eikonal
+  // step: the second order's pass and the first order's that followed it each walked every corner
+  // of 2^17 records with an atomic per corner); otherwise, and for dL2/dinput, the two calls.
+  void backward_backward_input_and_backward(const Context& ctx, const TensorView& input, const TensorView& output,
+                                            const TensorView& dL_ddLdinput, const TensorView& dL_doutput,
+                                            const TensorView& dL_doutput_first, const TensorView* dL_dinput,
+                                            bool use_inference_params, GradientMode mode) override {
+    const grid::Job j = job(input);
+    if (mode == GradientMode::Ignore || !grid::first_order_rides_on_second(j.g, spec_.deterministic))
+      return Encoding::backward_backward_input_and_backward(ctx, input, output, dL_ddLdinput, dL_doutput,
+                                                            dL_doutput_first, dL_dinput, use_inference_params, mode);
+    const char* call = "backward_backward_input_and_backward";
+    check_context(ctx, input, call);
+    const int64_t batch = input.rows();
+    check_input_like(dL_ddLdinput, "dL_ddLdinput", batch);
+    check_output_like(dL_doutput, "dL_doutput", batch);
+    check_output_like(dL_doutput_first, "dL_doutput_first", batch);
+    if (dL_dinput) check_input_like(*dL_dinput, "dL_dinput", batch);
+    check_gradient_buffer(mode, call);
+    grid::param_gradients(j, gradient_request(input, dL_doutput, &dL_ddLdinput, mode, &dL_doutput_first));
+    if (dL_dinput)
+      Encoding::backward_backward_input_and_backward(ctx, input, output, dL_ddLdinput, dL_doutput, dL_doutput_first,
+                                                     dL_dinput, use_inference_params, GradientMode::Ignore);
+  }
+
  private:
   grid::Job job(const TensorView& input) const {
     grid::Launch g{spec_.type, spec_.hash, spec_.interpolation, spec_.stochastic_interpolation, spec_.n_levels,
@@ -149,10 +174,11 @@ class GpuGridEncoding final : public Encoding {
   static grid::Matrix matrix(const TensorView& t) { return {t.data, t.strides[0], t.dtype == DType::F16}; }
 
   grid::GradientRequest gradient_request(const TensorView& input, const TensorView& dL_doutput, const TensorView* v,
-                                         GradientMode mode) const {
+                                         GradientMode mode, const TensorView* dL_doutput_first = nullptr) const {
     return {input.ptr<float>(), input.strides[0], matrix(dL_doutput), v ? v->ptr<float>() : nullptr,
-            v ? v->strides[0] : 0, gradients_, param_dtype_, n_params(), level_entries_.data(),
-            mode == GradientMode::Accumulate, spec_.deterministic};
+            v ? v->strides[0] : 0, dL_doutput_first ? matrix(*dL_doutput_first) : grid::Matrix{nullptr, 0, false},
+            gradients_, param_dtype_, n_params(), level_entries_.data(), mode == GradientMode::Accumulate,
+            spec_.deterministic};
   }
 
   void check_io(const TensorView& input, const TensorView* output) const {

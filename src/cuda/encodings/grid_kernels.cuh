@@ -43,13 +43,16 @@ void second_order_input_gradients(const Job& job, Params params, const float* x,
 // Parameter gradients: first order (v null: corner weight * dL/doutput) or second order
 // (v = dL2/d(dL/dx): directional weight * dL/doutput), summed in FP32 with float atomics, or
 // (deterministic) as 64-bit fixed-point integers whose sum does not depend on the order, then
-// written (or added, `accumulate`) to `gradients` (n_params of param_dtype).
+// written (or added, `accumulate`) to `gradients` (n_params of param_dtype). A second-order request
+// may carry a first-order one's dL/doutput (dL_doutput_first) where first_order_rides_on_second():
+// both terms are then added in one pass.
 struct GradientRequest {
   const float* x;
   int64_t ldx;
   Matrix dL_doutput;
   const float* v;  // null: first order
   int64_t ldv;
+  Matrix dL_doutput_first;  // data null: none
   void* gradients;
   DType dtype;
   size_t n_params;
@@ -58,5 +61,12 @@ struct GradientRequest {
   bool deterministic;
 };
 void param_gradients(const Job& job, const GradientRequest& request);
+
+// Whether a second-order request can carry a first-order term: the fast sums (the deterministic
+// ones bound each level's total by one order's weights) of a grid whose first order spreads a
+// record over every corner of its cell (not Nearest, not stochastic), as the second order does.
+inline bool first_order_rides_on_second(const Launch& g, bool deterministic) {
+  return !deterministic && !g.stochastic && g.interpolation != GridInterpolation::Nearest;
+}
 
 }  // namespace tinyfuse::cuda::grid

@@ -133,10 +133,13 @@ __device__ __forceinline__ void first_order_contributions(const Launch& g, const
 // reads of dL/doutput rows) or record fastest (level_major: contributions_level_major() says when).
 // Launched beside shared_level_kernel (the levels before first_level), block 0 holds it back until
 // that kernel has finished, so that what follows on the stream sees every level's sums.
-template <uint32_t D, uint32_t F, bool SecondOrder, bool Deterministic>
+// SecondOrder: directional weight * dL/doutput to each corner; WithFirst (fast sums only) adds the
+// first-order term corner weight * dy_first to the same contribution, one atomic for both.
+template <uint32_t D, uint32_t F, bool SecondOrder, bool WithFirst, bool Deterministic>
 __global__ void contribution_kernel(Launch g, uint32_t first_level, int64_t batch, bool level_major,
                                     const float* __restrict__ x, int64_t ldx, Matrix dy, const float* __restrict__ dir,
-                                    int64_t ldv, Sink sink) {
+                                    int64_t ldv, Matrix dy_first, Sink sink) {
+  static_assert(!WithFirst || (SecondOrder && !Deterministic), "the first-order term rides on the fast second order");
   if (blockIdx.x == 0) wait_for_prerequisite_kernel();
   const uint32_t n_levels = g.n_levels - first_level;
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -156,17 +159,36 @@ __global__ void contribution_kernel(Launch g, uint32_t first_level, int64_t batc
   for (uint32_t f = 0; f < F; ++f) gv[f] = dy.load(b, l * F + f);
 
   if constexpr (SecondOrder) {  // never launched for Nearest (no input gradient to differentiate)
-    float vd[D], contrib[F];
+    float vd[D], g1[F], c0[F], c1[F];
     uint32_t v[D];
 #pragma unroll
     for (uint32_t d = 0; d < D; ++d) vd[d] = dir[b * ldv + d];
+    if constexpr (WithFirst) {
 #pragma unroll
-    for (uint32_t k = 0; k < (1u << D); ++k) {
-      const float w = grid_corner_directional_weight<float, D>(c.w, c.dw, L.scale, vd, k);
+      for (uint32_t f = 0; f < F; ++f) g1[f] = dy_first.load(b, l * F + f);
+    }
+    // Corners in pairs along axis 0, as the first order takes them (add_fast_pair).
 #pragma unroll
-      for (uint32_t f = 0; f < F; ++f) contrib[f] = w * gv[f];
+    for (uint32_t k = 0; k < (1u << D); k += 2) {
+      const float s0 = grid_corner_directional_weight<float, D>(c.w, c.dw, L.scale, vd, k),
+                  s1 = grid_corner_directional_weight<float, D>(c.w, c.dw, L.scale, vd, k + 1);
+#pragma unroll
+      for (uint32_t f = 0; f < F; ++f) c0[f] = s0 * gv[f], c1[f] = s1 * gv[f];
+      if constexpr (WithFirst) {
+        const float w0 = grid_corner_weight<float, D>(c.w, k), w1 = grid_corner_weight<float, D>(c.w, k + 1);
+#pragma unroll
+        for (uint32_t f = 0; f < F; ++f) c0[f] = fmaf(w0, g1[f], c0[f]), c1[f] = fmaf(w1, g1[f], c1[f]);
+      }
       corner_vertex<D>(c, k, v);
-      add<F, Deterministic>(sink, entry_of<D>(g, L, v), contrib, to_fixed);
+      const uint32_t e0 = entry_of<D>(g, L, v);
+      corner_vertex<D>(c, k + 1, v);
+      const uint32_t e1 = entry_of<D>(g, L, v);
+      if constexpr (Deterministic) {
+        add<F, true>(sink, e0, c0, to_fixed);
+        add<F, true>(sink, e1, c1, to_fixed);
+      } else {
+        add_fast_pair<F>(sink, e0, c0, e1, c1);
+      }
     }
   } else {
     auto add_one = [&](uint32_t entry, const float* contrib) { add<F, Deterministic>(sink, entry, contrib, to_fixed); };
@@ -413,15 +435,17 @@ template <bool Deterministic>
 void launch_contributions(const Job& job, const GradientRequest& r, const Sink& sink, uint32_t first_level,
                           bool beside_shared = false) {
   const int64_t threads = job.batch * (job.g.n_levels - first_level);
-  const bool second = r.v != nullptr;
+  const bool second = r.v != nullptr, with_first = r.dL_doutput_first.data != nullptr;
   if (threads == 0) return;
   const bool level_major = contributions_level_major(r);
   dispatch_dims_features(job.dims, job.features, [&](auto d, auto f) {
     constexpr uint32_t D = decltype(d)::value, F = decltype(f)::value;
     const auto blocks = blocks_for_threads(threads);
-    auto* kernel = second ? contribution_kernel<D, F, true, Deterministic> : contribution_kernel<D, F, false, Deterministic>;
+    auto* kernel = !second ? contribution_kernel<D, F, false, false, Deterministic>
+                   : with_first ? contribution_kernel<D, F, true, !Deterministic, Deterministic>
+                                : contribution_kernel<D, F, true, false, Deterministic>;
     launch_beside_previous(beside_shared, blocks, kThreadsPerBlock, 0, job.stream, kernel, job.g, first_level, job.batch,
-                           level_major, r.x, r.ldx, r.dL_doutput, r.v, r.ldv, sink);
+                           level_major, r.x, r.ldx, r.dL_doutput, r.v, r.ldv, r.dL_doutput_first, sink);
   });
   TF_GPU_CHECK_LAUNCH("grid contribution_kernel");
 }
@@ -529,6 +553,8 @@ void fast_gradients(const Job& job, const GradientRequest& r) {
 
 void param_gradients(const Job& job, const GradientRequest& r) {
   if (r.n_params == 0) return;
+  if (r.dL_doutput_first.data && (!r.v || !first_order_rides_on_second(job.g, r.deterministic)))
+    throw Error("internal: a first-order term on a grid gradient request that cannot carry it");
   if (job.batch == 0 || (r.v && job.g.interpolation == GridInterpolation::Nearest)) {
     // Nothing to add: Overwrite leaves zeros (0 bits are 0 in FP32 and FP16).
     if (!r.accumulate) TF_GPU_CHECK(gpuMemsetAsync(r.gradients, 0, r.n_params * dtype_size(r.dtype), job.stream));
