@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cfloat>
+#include <cstdlib>
 
 #include "tinyfuse/buffer.h"
 
@@ -129,14 +130,28 @@ __device__ __forceinline__ void first_order_contributions(const Launch& g, const
   }
 }
 
-// One thread per (record, level) for levels [first_level, n_levels), level fastest (coalesced
-// reads of dL/doutput rows) or record fastest (level_major: contributions_level_major() says when).
+// Thread i's (record, level) where the levels go in groups of `group` (contribution_group()):
+// group by group, and within a group record by record, a record's levels of the group side by side.
+// group = n_levels: record-major; 1: level-major.
+__device__ __forceinline__ void grouped_record_and_level(int64_t i, int64_t batch, uint32_t n_levels, uint32_t group,
+                                                         int64_t& record, uint32_t& level) {
+  if (group >= n_levels) return record_and_level(i, n_levels, record, level);
+  if (group == 1) return level_and_record(i, batch, record, level);
+  const int64_t per_group = batch * group;
+  const uint32_t g = static_cast<uint32_t>(i / per_group);
+  record_and_level(i - int64_t(g) * per_group, min(group, n_levels - g * group), record, level);
+  level += g * group;
+}
+
+// One thread per (record, level) for levels [first_level, n_levels), in the order
+// contribution_group() chooses (record-major reads whole dL/doutput rows; level-major keeps one
+// level's sums in L2 at a time).
 // Launched beside shared_level_kernel (the levels before first_level), block 0 holds it back until
 // that kernel has finished, so that what follows on the stream sees every level's sums.
 // SecondOrder: directional weight * dL/doutput to each corner; WithFirst (fast sums only) adds the
 // first-order term corner weight * dy_first to the same contribution, one atomic for both.
 template <uint32_t D, uint32_t F, bool SecondOrder, bool WithFirst, bool Deterministic>
-__global__ void contribution_kernel(Launch g, uint32_t first_level, int64_t batch, bool level_major,
+__global__ void contribution_kernel(Launch g, uint32_t first_level, int64_t batch, uint32_t group,
                                     const float* __restrict__ x, int64_t ldx, Matrix dy, const float* __restrict__ dir,
                                     int64_t ldv, Matrix dy_first, Sink sink) {
   static_assert(!WithFirst || (SecondOrder && !Deterministic), "the first-order term rides on the fast second order");
@@ -146,10 +161,7 @@ __global__ void contribution_kernel(Launch g, uint32_t first_level, int64_t batc
   if (i >= batch * n_levels) return;
   int64_t b;
   uint32_t l;
-  if (level_major)
-    level_and_record(i, batch, b, l);
-  else
-    record_and_level(i, n_levels, b, l);
+  grouped_record_and_level(i, batch, n_levels, group, b, l);
   l += first_level;
   const LevelInfo L = g.levels[l];
   const Cell<D> c = locate<D>(x, ldx, b, L.scale, g.interpolation);
@@ -415,18 +427,31 @@ uint32_t shared_levels(const Job& job, const GradientRequest& r) {
   return n;
 }
 
-// The order the contribution kernel takes (record, level) pairs in. Record-major, a record's levels
-// side by side, coalesces its x and dL/doutput loads and suits sums that stay in L2 together (W1's
-// 4 MB). Once the sums take more than a quarter of L2 their atomics thrash it (W3's and W4's 16
-// levels x 2^19 entries x 2 features: 50 MB of FP32 sums against the H100's 50 MB, half the
-// kernel's time waiting on memory), so the threads go level-major: the blocks in flight then add
-// into one or two levels' sums, which L2 holds, for more sectors of dL/doutput read.
-bool contributions_level_major(const GradientRequest& r) {
+// The order the contribution kernel takes (record, level) pairs in, as levels per group
+// (grouped_record_and_level). Record-major (all levels in one group), a record's levels side by
+// side, coalesces its x and dL/doutput loads and suits sums that stay in L2 together (W1's 4 MB).
+// Once the sums take more than a quarter of L2 their atomics thrash it (W3's and W4's 16 levels x
+// 2^19 entries x 2 features: 50 MB of FP32 sums against the H100's 50 MB, half the kernel's time
+// waiting on memory), so the threads go level-major (groups of one): the blocks in flight then add
+// into one or two levels' sums, which L2 holds, for more sectors of dL/doutput read (a level's
+// 4 bytes of each 64-byte row). Developer builds take the group size from
+// TINYFUSE_GRID_CONTRIBUTION_GROUP (1 .. 64; clamped to the levels), for measuring the orders
+// between the two.
+uint32_t contribution_group(const GradientRequest& r, uint32_t n_levels) {
+#if defined(TINYFUSE_DEVELOPER_KNOBS)
+  if (const char* v = std::getenv("TINYFUSE_GRID_CONTRIBUTION_GROUP"); v && *v) {
+    char* end = nullptr;
+    const long group = std::strtol(v, &end, 10);
+    if (*end != '\0' || group < 1 || group > 64)
+      throw ConfigError("TINYFUSE_GRID_CONTRIBUTION_GROUP", v, "environment tuning knob out of range", "1 .. 64");
+    return std::min<uint32_t>(static_cast<uint32_t>(group), n_levels);
+  }
+#endif
   int device = 0, l2_bytes = 0;
   TF_GPU_CHECK(gpuGetDevice(&device));
   TF_GPU_CHECK(gpuDeviceGetAttribute(&l2_bytes, gpuDevAttrL2CacheSize, device));
   const size_t sum_bytes = r.n_params * (r.deterministic ? sizeof(unsigned long long) : sizeof(float));
-  return sum_bytes > static_cast<size_t>(l2_bytes) / 4;
+  return sum_bytes > static_cast<size_t>(l2_bytes) / 4 ? 1u : n_levels;
 }
 
 // `beside_shared`: shared_level_kernel was launched just before, for the levels before
@@ -437,7 +462,7 @@ void launch_contributions(const Job& job, const GradientRequest& r, const Sink& 
   const int64_t threads = job.batch * (job.g.n_levels - first_level);
   const bool second = r.v != nullptr, with_first = r.dL_doutput_first.data != nullptr;
   if (threads == 0) return;
-  const bool level_major = contributions_level_major(r);
+  const uint32_t group = contribution_group(r, job.g.n_levels - first_level);
   dispatch_dims_features(job.dims, job.features, [&](auto d, auto f) {
     constexpr uint32_t D = decltype(d)::value, F = decltype(f)::value;
     const auto blocks = blocks_for_threads(threads);
@@ -445,7 +470,7 @@ void launch_contributions(const Job& job, const GradientRequest& r, const Sink& 
                    : with_first ? contribution_kernel<D, F, true, !Deterministic, Deterministic>
                                 : contribution_kernel<D, F, true, false, Deterministic>;
     launch_beside_previous(beside_shared, blocks, kThreadsPerBlock, 0, job.stream, kernel, job.g, first_level, job.batch,
-                           level_major, r.x, r.ldx, r.dL_doutput, r.v, r.ldv, r.dL_doutput_first, sink);
+                           group, r.x, r.ldx, r.dL_doutput, r.v, r.ldv, r.dL_doutput_first, sink);
   });
   TF_GPU_CHECK_LAUNCH("grid contribution_kernel");
 }
