@@ -1,7 +1,6 @@
 #include "cuda/blaslt_plan.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <atomic>
 #include <cstring>
 #include <memory>
@@ -10,6 +9,7 @@
 #include <unordered_map>
 
 #include "cuda/blaslt_handle.h"
+#include "cuda/developer_knob.h"
 #include "tinyfuse/buffer.h"
 #include "tinyfuse/errors.h"
 
@@ -43,22 +43,12 @@ const Tuning& tuning() {
 #else
   static const Tuning t = [] {
     Tuning r;
-    auto read = [](const char* name, long lo, long hi, long fallback) {
-      const char* v = std::getenv(name);
-      if (!v || !*v) return fallback;
-      char* end = nullptr;
-      const long x = std::strtol(v, &end, 10);
-      if (*end != '\0' || x < lo || x > hi)
-        throw ConfigError(name, v, "environment tuning knob out of range",
-                          std::to_string(lo) + " .. " + std::to_string(hi));
-      return x;
-    };
-    r.algo_rank = static_cast<int>(read("TINYFUSE_BLASLT_ALGO_RANK", 0, 7, 0));
-    r.align_cap = static_cast<uint32_t>(read("TINYFUSE_BLASLT_ALIGN_CAP", 2, 256, 256));
+    r.algo_rank = static_cast<int>(developer_knob("TINYFUSE_BLASLT_ALGO_RANK", 0, 7, 0));
+    r.align_cap = static_cast<uint32_t>(developer_knob("TINYFUSE_BLASLT_ALIGN_CAP", 2, 256, 256));
     if (r.align_cap & (r.align_cap - 1))
       throw ConfigError("TINYFUSE_BLASLT_ALIGN_CAP", std::to_string(r.align_cap), "must be a power of two", "2, 4, ..., 256");
-    r.unfused = read("TINYFUSE_BLASLT_UNFUSED", 0, 1, 0) == 1;
-    r.workspace_bytes = static_cast<uint64_t>(read("TINYFUSE_BLASLT_WORKSPACE_MB", 0, 1024, kMaxWorkspaceBytes >> 20)) << 20;
+    r.unfused = developer_knob("TINYFUSE_BLASLT_UNFUSED", 0, 1, 0) == 1;
+    r.workspace_bytes = static_cast<uint64_t>(developer_knob("TINYFUSE_BLASLT_WORKSPACE_MB", 0, 1024, kMaxWorkspaceBytes >> 20)) << 20;
     return r;
   }();
   return t;

@@ -118,13 +118,8 @@ class GpuGridEncoding final : public Encoding {
   void backward_backward_input(const Context& ctx, const TensorView& input, const TensorView& dL_ddLdinput,
                                const TensorView& dL_doutput, const TensorView* dL_ddLdoutput,
                                const TensorView* dL_dinput, bool use_inference_params, GradientMode mode) override {
-    check_context(ctx, input, "backward_backward_input");
-    const int64_t batch = input.rows();
-    check_input_like(dL_ddLdinput, "dL_ddLdinput", batch);
-    check_output_like(dL_doutput, "dL_doutput", batch);
-    if (dL_ddLdoutput) check_output_like(*dL_ddLdoutput, "dL_ddLdoutput", batch);
-    if (dL_dinput) check_input_like(*dL_dinput, "dL_dinput", batch);
-    check_gradient_buffer(mode, "backward_backward_input");
+    check_second_order(ctx, input, dL_ddLdinput, dL_doutput, dL_ddLdoutput, "dL_ddLdoutput", dL_dinput, mode,
+                       "backward_backward_input");
     const grid::Job j = job(input);
     if (mode != GradientMode::Ignore)
       grid::param_gradients(j, gradient_request(input, dL_doutput, &dL_ddLdinput, mode));
@@ -150,14 +145,8 @@ class GpuGridEncoding final : public Encoding {
     if (mode == GradientMode::Ignore || !grid::first_order_rides_on_second(j.g, spec_.deterministic))
       return Encoding::backward_backward_input_and_backward(ctx, input, output, dL_ddLdinput, dL_doutput,
                                                             dL_doutput_first, dL_dinput, use_inference_params, mode);
-    const char* call = "backward_backward_input_and_backward";
-    check_context(ctx, input, call);
-    const int64_t batch = input.rows();
-    check_input_like(dL_ddLdinput, "dL_ddLdinput", batch);
-    check_output_like(dL_doutput, "dL_doutput", batch);
-    check_output_like(dL_doutput_first, "dL_doutput_first", batch);
-    if (dL_dinput) check_input_like(*dL_dinput, "dL_dinput", batch);
-    check_gradient_buffer(mode, call);
+    check_second_order(ctx, input, dL_ddLdinput, dL_doutput, &dL_doutput_first, "dL_doutput_first", dL_dinput,
+                       mode, "backward_backward_input_and_backward");
     grid::param_gradients(j, gradient_request(input, dL_doutput, &dL_ddLdinput, mode, &dL_doutput_first));
     if (dL_dinput)
       Encoding::backward_backward_input_and_backward(ctx, input, output, dL_ddLdinput, dL_doutput, dL_doutput_first,
@@ -205,6 +194,21 @@ class GpuGridEncoding final : public Encoding {
     if (ctx->batch != input.rows())
       throw ShapeError(name() + "::" + call + ": input batch " + std::to_string(input.rows()) +
                        " differs from the forward() that made the context (" + std::to_string(ctx->batch) + ")");
+  }
+
+  // What both second-order calls take: the context, v = dL2/d(dL/dinput), the upstream dL/doutput,
+  // one more output-shaped matrix (bbi's dL_ddLdoutput, the joint call's first-order dL/doutput),
+  // an optional dL2/dinput and the gradient buffer the mode needs.
+  void check_second_order(const Context& ctx, const TensorView& input, const TensorView& dL_ddLdinput,
+                          const TensorView& dL_doutput, const TensorView* output_like, const char* output_like_name,
+                          const TensorView* dL_dinput, GradientMode mode, const char* call) const {
+    check_context(ctx, input, call);
+    const int64_t batch = input.rows();
+    check_input_like(dL_ddLdinput, "dL_ddLdinput", batch);
+    check_output_like(dL_doutput, "dL_doutput", batch);
+    if (output_like) check_output_like(*output_like, output_like_name, batch);
+    if (dL_dinput) check_input_like(*dL_dinput, "dL_dinput", batch);
+    check_gradient_buffer(mode, call);
   }
 
   void check_gradient_buffer(GradientMode mode, const char* call) const {

@@ -13,11 +13,11 @@
 //   relative to the largest possible sum, more than FP32's 24. A non-finite dL/doutput in a
 //   level makes that level's gradients NaN.
 #include "cuda/dependent_launch.cuh"
+#include "cuda/developer_knob.h"
 #include "cuda/encodings/grid_kernels.cuh"
 
 #include <algorithm>
 #include <cfloat>
-#include <cstdlib>
 
 #include "tinyfuse/buffer.h"
 
@@ -435,17 +435,12 @@ uint32_t shared_levels(const Job& job, const GradientRequest& r) {
 // waiting on memory), so the threads go level-major (groups of one): the blocks in flight then add
 // into one or two levels' sums, which L2 holds, for more sectors of dL/doutput read (a level's
 // 4 bytes of each 64-byte row). Developer builds take the group size from
-// TINYFUSE_GRID_CONTRIBUTION_GROUP (1 .. 64; clamped to the levels), for measuring the orders
-// between the two.
+// TINYFUSE_GRID_CONTRIBUTION_GROUP (1 .. 64, read once; clamped to the levels), for measuring the
+// orders between the two.
 uint32_t contribution_group(const GradientRequest& r, uint32_t n_levels) {
 #if defined(TINYFUSE_DEVELOPER_KNOBS)
-  if (const char* v = std::getenv("TINYFUSE_GRID_CONTRIBUTION_GROUP"); v && *v) {
-    char* end = nullptr;
-    const long group = std::strtol(v, &end, 10);
-    if (*end != '\0' || group < 1 || group > 64)
-      throw ConfigError("TINYFUSE_GRID_CONTRIBUTION_GROUP", v, "environment tuning knob out of range", "1 .. 64");
-    return std::min<uint32_t>(static_cast<uint32_t>(group), n_levels);
-  }
+  static const long knob = developer_knob("TINYFUSE_GRID_CONTRIBUTION_GROUP", 1, 64, 0);
+  if (knob > 0) return std::min<uint32_t>(static_cast<uint32_t>(knob), n_levels);
 #endif
   int device = 0, l2_bytes = 0;
   TF_GPU_CHECK(gpuGetDevice(&device));
