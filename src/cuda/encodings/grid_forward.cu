@@ -6,40 +6,78 @@ namespace tinyfuse::cuda::grid {
 
 namespace {
 
-// The features of entries e0 and e1. Where both lie in one aligned 16-byte window of the table
-// (`pairs`: params 16-byte aligned; the ends of a cell along axis 0 are neighbours in a Dense or
-// Tiled level, and the tiny-cuda-nn hashes multiply axis 0 by 1, so x and x + 1 differ in their low
-// bits alone unless the carry runs past the window) one 16-byte load brings both. With W entries to
-// a window, 1 - 1/W of the pairs share one: for two FP16 features (W = 4) 1.25 loads a pair where
-// aligned pairs alone took 1.5.
-template <typename T, uint32_t F>
-__device__ __forceinline__ void load_feature_pair(const T* params, uint32_t e0, uint32_t e1, bool vec, bool pairs,
-                                                  float* f0, float* f1) {
+// The interpolated sum over a cell's corners where the table is 16-byte aligned (`pairs`). The two
+// ends of a cell along axis 0 are neighbours in a Dense or Tiled level, and the tiny-cuda-nn hashes
+// multiply axis 0 by 1, so x and x + 1 differ in their low bits alone unless the carry runs past an
+// aligned 16-byte window: where both lie in one window, one 16-byte load brings both (with W
+// entries to a window, 1 - 1/W of the pairs; for two FP16 features 1.25 loads a pair where aligned
+// pairs alone took 1.5). Every corner's entry comes first, then every load, then the sums: no load
+// waits behind an earlier one's use (converting inside the branch that chose a load's width
+// serialised them), so a thread's loads are in flight together, one round trip to the L2 rather
+// than one per pair.
+template <typename T, uint32_t D, uint32_t F>
+__device__ __forceinline__ void sum_corners_gathered(const Launch& g, const LevelInfo& L, const Cell<D>& c,
+                                                     const T* params, float* acc) {
   constexpr uint32_t W = 16 / (F * sizeof(T));  // entries in a 16-byte window
-  if constexpr (W >= 2) {
-    if (pairs && (e0 ^ e1) < W) {
-      const FeatureChunk<T, W * F> window =
-          *reinterpret_cast<const FeatureChunk<T, W * F>*>(params + size_t(e0 & ~(W - 1)) * F);
-      const uint32_t k0 = e0 & (W - 1), k1 = e1 & (W - 1);
-      // Chosen by comparisons with constant indices, not by indexing `window` (which would put it on
-      // the stack).
+  constexpr uint32_t P = (1u << D) / 2;         // corner pairs along axis 0
+  using Window = FeatureChunk<T, W * F>;
+  using Chunk = FeatureChunk<T, F>;
+  uint32_t e0[P], e1[P];
+  uint32_t v[D];
 #pragma unroll
-      for (uint32_t k = 0; k < W; ++k)
-#pragma unroll
-        for (uint32_t f = 0; f < F; ++f) {
-          const float v = to_float(window.v[k * F + f]);
-          if (k == k0) f0[f] = v;
-          if (k == k1) f1[f] = v;
-        }
-      return;
-    }
+  for (uint32_t p = 0; p < P; ++p) {
+    corner_vertex<D>(c, 2 * p, v);
+    e0[p] = entry_of<D>(g, L, v);
+    corner_vertex<D>(c, 2 * p + 1, v);
+    e1[p] = entry_of<D>(g, L, v);
   }
-  load_features<T, F>(params + size_t(e0) * F, vec, f0);
-  load_features<T, F>(params + size_t(e1) * F, vec, f1);
+  Window window[P];
+  Chunk far[P];
+#pragma unroll
+  for (uint32_t p = 0; p < P; ++p) {
+    window[p] = *reinterpret_cast<const Window*>(params + size_t(e0[p] & ~(W - 1)) * F);
+    far[p] = Chunk{};
+    if ((e0[p] ^ e1[p]) >= W) far[p] = *reinterpret_cast<const Chunk*>(params + size_t(e1[p]) * F);
+  }
+  // Keeps the compiler from moving the first sums (and the later entries' arithmetic) in between
+  // the loads, which puts their latencies back in a row.
+  asm volatile("" ::: "memory");
+#pragma unroll
+  for (uint32_t p = 0; p < P; ++p) {
+    const uint32_t k0 = e0[p] & (W - 1), k1 = e1[p] & (W - 1);
+    const bool same = (e0[p] ^ e1[p]) < W;
+    float f0[F] = {}, f1[F];
+#pragma unroll
+    for (uint32_t f = 0; f < F; ++f) f1[f] = to_float(far[p].v[f]);
+    // Chosen by comparisons with constant indices, not by indexing `window` (which would put it
+    // on the stack).
+#pragma unroll
+    for (uint32_t k = 0; k < W; ++k)
+#pragma unroll
+      for (uint32_t f = 0; f < F; ++f) {
+        const float x = to_float(window[p].v[k * F + f]);
+        if (k == k0) f0[f] = x;
+        if (same && k == k1) f1[f] = x;
+      }
+    const float w0 = grid_corner_weight<float, D>(c.w, 2 * p), w1 = grid_corner_weight<float, D>(c.w, 2 * p + 1);
+#pragma unroll
+    for (uint32_t f = 0; f < F; ++f) acc[f] = fmaf(w1, f1[f], fmaf(w0, f0[f], acc[f]));
+  }
 }
 
+// Under CUDA, five resident blocks an SM (at most 48 registers a thread) for cells of up to three
+// dimensions: with no bound ptxas keeps 40 and, to do so, puts the first pairs' sums between the
+// loads of a 3-D cell, which then wait on each other again; at 48 every load of the cell is in
+// flight before the first sum (checked in the SASS: 1,280 threads an SM with 8 loads each, against
+// 1,536 with 4). A 4-D cell's 16 corners would spill at 48, so it keeps ptxas's choice.
+#if defined(TINYFUSE_WITH_HIP)
+#define TF_GRID_FORWARD_BOUNDS TF_HIP_DEFAULT_BLOCK_BOUNDS
+#else
+#define TF_GRID_FORWARD_BOUNDS __launch_bounds__(kThreadsPerBlock, D <= 3 ? 5 : 1)
+#endif
+
 template <typename T, uint32_t D, uint32_t F>
-__global__ void TF_HIP_DEFAULT_BLOCK_BOUNDS
+__global__ void TF_GRID_FORWARD_BOUNDS
 forward_kernel(Launch g, int64_t batch, const T* __restrict__ params, bool vec, bool pairs,
                const float* __restrict__ x, int64_t ldx, Matrix out, uint32_t n_out, uint32_t padded) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -66,6 +104,8 @@ forward_kernel(Launch g, int64_t batch, const T* __restrict__ params, bool vec, 
 #pragma unroll
       for (uint32_t f = 0; f < F; ++f) acc[f] = fmaf(w, feat[f], acc[f]);
     }
+  } else if (pairs) {
+    sum_corners_gathered<T, D, F>(g, L, c, params, acc);
   } else {
     uint32_t v[D];
     float feat1[F];
@@ -76,7 +116,8 @@ forward_kernel(Launch g, int64_t batch, const T* __restrict__ params, bool vec, 
       const uint32_t e0 = entry_of<D>(g, L, v);
       corner_vertex<D>(c, k + 1, v);
       const uint32_t e1 = entry_of<D>(g, L, v);
-      load_feature_pair<T, F>(params, e0, e1, vec, pairs, feat, feat1);
+      load_features<T, F>(params + size_t(e0) * F, vec, feat);
+      load_features<T, F>(params + size_t(e1) * F, vec, feat1);
       const float w0 = grid_corner_weight<float, D>(c.w, k), w1 = grid_corner_weight<float, D>(c.w, k + 1);
 #pragma unroll
       for (uint32_t f = 0; f < F; ++f) acc[f] = fmaf(w1, feat1[f], fmaf(w0, feat[f], acc[f]));
