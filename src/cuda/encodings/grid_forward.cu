@@ -65,19 +65,8 @@ __device__ __forceinline__ void sum_corners_gathered(const Launch& g, const Leve
   }
 }
 
-// Under CUDA, five resident blocks an SM (at most 48 registers a thread) for cells of up to three
-// dimensions: with no bound ptxas keeps 40 and, to do so, puts the first pairs' sums between the
-// loads of a 3-D cell, which then wait on each other again; at 48 every load of the cell is in
-// flight before the first sum (checked in the SASS: 1,280 threads an SM with 8 loads each, against
-// 1,536 with 4). A 4-D cell's 16 corners would spill at 48, so it keeps ptxas's choice.
-#if defined(TINYFUSE_WITH_HIP)
-#define TF_GRID_FORWARD_BOUNDS TF_HIP_DEFAULT_BLOCK_BOUNDS
-#else
-#define TF_GRID_FORWARD_BOUNDS __launch_bounds__(kThreadsPerBlock, D <= 3 ? 5 : 1)
-#endif
-
 template <typename T, uint32_t D, uint32_t F>
-__global__ void TF_GRID_FORWARD_BOUNDS
+__global__ void TF_HIP_DEFAULT_BLOCK_BOUNDS
 forward_kernel(Launch g, int64_t batch, const T* __restrict__ params, bool vec, bool pairs,
                const float* __restrict__ x, int64_t ldx, Matrix out, uint32_t n_out, uint32_t padded) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
