@@ -186,7 +186,7 @@ double tol_params(DType t) { return t == DType::F16 ? 2e-3 : 1e-4; }
 
 // Runs one case at one batch with parameters of `pdt` and outputs of `odt` on both GPU modes,
 // comparing everything with the CPU FP64 reference, each within its tolerance or `position_tol`,
-// whichever is larger (fine grids: see LevelMajorContributionsWhereTheSumsOutgrowL2).
+// whichever is larger (fine grids: see GroupedContributionsWhereTheSumsOutgrowL2).
 void check_case(const Case& c, int64_t batch, DType pdt, DType odt, uint32_t alignment, uint64_t seed,
                 double position_tol = 0) {
   const std::string what = c.describe() + " batch " + std::to_string(batch) + " params " + to_string(pdt) +
@@ -420,26 +420,29 @@ TEST_F(GridGpu, SharedLevelsFinishBeforeTheFp16Conversion) {
   EXPECT_LE(worst_segment_error(*fast, replayed, gradients(*det, dy)), 2e-3) << "graph replay";
 }
 
-// W4's grid (3-D, 16 levels of up to 2^19 entries, base 16, scale 1.447): its FP32 sums outgrow a
-// quarter of L2 (the fixed-point ones even more), so both modes' contribution kernels take their
-// (record, level) pairs level-major; forward, both backwards and the second order against the
-// CPU FP64 reference as every case. Its finest level has about 4,100 cells per axis, and the GPU
-// (as tiny-cuda-nn) forms x * scale in FP32: the cell fractions, so every result, carry up to half
-// an ulp of 4,100 (1.2e-4) that the small cases' tolerances (2e-5 for FP32) do not allow; the
-// results here are held to twice that ulp (a record or level taken for another would be off by
-// O(1)).
-TEST_F(GridGpu, LevelMajorContributionsWhereTheSumsOutgrowL2) {
-  Case c;
-  c.dims = 3, c.features = 2, c.levels = 16, c.log2_size = 19, c.base = 16, c.per_level_scale = 1.447f;
-  const double finest = c.base * std::pow(double(c.per_level_scale), c.levels - 1);
-  const double position_tol = 2 * std::ldexp(1.0, std::ilogb(finest) - 23);
+// W4's grid (3-D, 16 levels of up to 2^19 entries, base 16, scale 1.447), and the same with 14
+// levels (its last group of levels two short): their FP32 sums outgrow a quarter of L2 (the
+// fixed-point ones even more), so both modes' contribution kernels take their (record, level) pairs
+// in groups of levels; forward, both backwards and the second order against the CPU FP64 reference
+// as every case. Its finest level has about 4,100 cells per axis, and the GPU (as tiny-cuda-nn)
+// forms x * scale in FP32: the cell fractions, so every result, carry up to half an ulp of 4,100
+// (1.2e-4) that the small cases' tolerances (2e-5 for FP32) do not allow; the results here are
+// held to twice that ulp (a record or level taken for another would be off by O(1)).
+TEST_F(GridGpu, GroupedContributionsWhereTheSumsOutgrowL2) {
   int device = 0, l2_bytes = 0;
   ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
   ASSERT_EQ(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device), cudaSuccess);
-  const size_t n_params = make_gpu(c, false, DType::F16, DType::F16)->n_params();
-  ASSERT_GT(n_params * sizeof(float), size_t(l2_bytes) / 4) << "the case must take the level-major order";
-  check_case(c, 3001, DType::F16, DType::F16, 1, 75, position_tol);
-  check_case(c, 3001, DType::F32, DType::F32, 16, 76, position_tol);
+  for (uint32_t levels : {16u, 14u}) {
+    SCOPED_TRACE(std::to_string(levels) + " levels");
+    Case c;
+    c.dims = 3, c.features = 2, c.levels = levels, c.log2_size = 19, c.base = 16, c.per_level_scale = 1.447f;
+    const double finest = c.base * std::pow(double(c.per_level_scale), c.levels - 1);
+    const double position_tol = 2 * std::ldexp(1.0, std::ilogb(finest) - 23);
+    const size_t n_params = make_gpu(c, false, DType::F16, DType::F16)->n_params();
+    ASSERT_GT(n_params * sizeof(float), size_t(l2_bytes) / 4) << "the case must take the grouped order";
+    check_case(c, 3001, DType::F16, DType::F16, 1, 75 + levels, position_tol);
+    check_case(c, 3001, DType::F32, DType::F32, 16, 76 + levels, position_tol);
+  }
 }
 
 // A NaN in one record's dL/doutput at image scale reaches its level through the shared-memory

@@ -144,8 +144,8 @@ __device__ __forceinline__ void grouped_record_and_level(int64_t i, int64_t batc
 }
 
 // One thread per (record, level) for levels [first_level, n_levels), in the order
-// contribution_group() chooses (record-major reads whole dL/doutput rows; level-major keeps one
-// level's sums in L2 at a time).
+// contribution_group() chooses (record-major reads whole dL/doutput rows; groups of a few levels
+// keep those levels' sums in L2 while they take their atomics).
 // Launched beside shared_level_kernel (the levels before first_level), block 0 holds it back until
 // that kernel has finished, so that what follows on the stream sees every level's sums.
 // SecondOrder: directional weight * dL/doutput to each corner; WithFirst (fast sums only) adds the
@@ -431,12 +431,16 @@ uint32_t shared_levels(const Job& job, const GradientRequest& r) {
 // (grouped_record_and_level). Record-major (all levels in one group), a record's levels side by
 // side, coalesces its x and dL/doutput loads and suits sums that stay in L2 together (W1's 4 MB).
 // Once the sums take more than a quarter of L2 their atomics thrash it (W3's and W4's 16 levels x
-// 2^19 entries x 2 features: 50 MB of FP32 sums against the H100's 50 MB, half the kernel's time
-// waiting on memory), so the threads go level-major (groups of one): the blocks in flight then add
-// into one or two levels' sums, which L2 holds, for more sectors of dL/doutput read (a level's
-// 4 bytes of each 64-byte row). Developer builds take the group size from
-// TINYFUSE_GRID_CONTRIBUTION_GROUP (1 .. 64, read once; clamped to the levels), for measuring the
-// orders between the two.
+// 2^19 entries x 2 features: 50 MB of FP32 sums against the H100's 50 MB), so the blocks in flight
+// must add into a few levels' sums at a time: groups of kLevelsPerGroupPastL2. Swept on an H200
+// (W3 and W4 training, 2^18 and 2^20, group sizes 1, 2, 3, 4, 8 and 16 alternated twice): four
+// levels a group beat level-major by 6 % on W3's step at 2^20 (439 against 414 M samples/s; its
+// contribution kernel 988 against 1,110 µs, 0.46 against 1.48 GB of DRAM, the record's four levels
+// reading one 16-byte piece of its dL/doutput row instead of four) and 1 % at 2^18; 3 ties, 8 is
+// within 1 %, 16 (record-major) loses 7-16 %. Developer builds take the group size from
+// TINYFUSE_GRID_CONTRIBUTION_GROUP (1 .. 64, read once; clamped to the levels).
+constexpr uint32_t kLevelsPerGroupPastL2 = 4;
+
 uint32_t contribution_group(const GradientRequest& r, uint32_t n_levels) {
 #if defined(TINYFUSE_DEVELOPER_KNOBS)
   static const long knob = developer_knob("TINYFUSE_GRID_CONTRIBUTION_GROUP", 1, 64, 0);
@@ -446,7 +450,7 @@ uint32_t contribution_group(const GradientRequest& r, uint32_t n_levels) {
   TF_GPU_CHECK(gpuGetDevice(&device));
   TF_GPU_CHECK(gpuDeviceGetAttribute(&l2_bytes, gpuDevAttrL2CacheSize, device));
   const size_t sum_bytes = r.n_params * (r.deterministic ? sizeof(unsigned long long) : sizeof(float));
-  return sum_bytes > static_cast<size_t>(l2_bytes) / 4 ? 1u : n_levels;
+  return sum_bytes > static_cast<size_t>(l2_bytes) / 4 ? std::min(kLevelsPerGroupPastL2, n_levels) : n_levels;
 }
 
 // `beside_shared`: shared_level_kernel was launched just before, for the levels before
