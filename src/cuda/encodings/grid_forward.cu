@@ -12,9 +12,12 @@ namespace {
 // aligned 16-byte window: where both lie in one window, one 16-byte load brings both (with W
 // entries to a window, 1 - 1/W of the pairs; for two FP16 features 1.25 loads a pair where aligned
 // pairs alone took 1.5). Every corner's entry comes first, then every load, then the sums: no load
-// waits behind an earlier one's use (converting inside the branch that chose a load's width
-// serialised them), so a thread's loads are in flight together, one round trip to the L2 rather
-// than one per pair.
+// waits behind an earlier pair's use (converting inside the branch that chose a load's width put a
+// 3-D cell's four pairs one L2 round trip after another; ptxas now issues them two pairs at a time
+// at 40 registers). Issuing all four at once needs 46 registers; bounding the kernel to that (five
+// blocks an SM) lowered the warps in flight from 69 to 57 % and cost W3's and W4's inference 2-3 %
+// on an H200, where the kernel moves 4.7-5.0 TB/s of L2 sectors (W4 at 2^18, W3 at 2^20): the L2's
+// rate, more than the loads' latency, bounds it.
 template <typename T, uint32_t D, uint32_t F>
 __device__ __forceinline__ void sum_corners_gathered(const Launch& g, const LevelInfo& L, const Cell<D>& c,
                                                      const T* params, float* acc) {
@@ -39,9 +42,6 @@ __device__ __forceinline__ void sum_corners_gathered(const Launch& g, const Leve
     far[p] = Chunk{};
     if ((e0[p] ^ e1[p]) >= W) far[p] = *reinterpret_cast<const Chunk*>(params + size_t(e1[p]) * F);
   }
-  // Keeps the compiler from moving the first sums (and the later entries' arithmetic) in between
-  // the loads, which puts their latencies back in a row.
-  asm volatile("" ::: "memory");
 #pragma unroll
   for (uint32_t p = 0; p < P; ++p) {
     const uint32_t k0 = e0[p] & (W - 1), k1 = e1[p] & (W - 1);
