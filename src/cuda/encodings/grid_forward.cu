@@ -6,18 +6,48 @@ namespace tinyfuse::cuda::grid {
 
 namespace {
 
-// The interpolated sum over a cell's corners where the table is 16-byte aligned (`pairs`). The two
-// ends of a cell along axis 0 are neighbours in a Dense or Tiled level, and the tiny-cuda-nn hashes
-// multiply axis 0 by 1, so x and x + 1 differ in their low bits alone unless the carry runs past an
-// aligned 16-byte window: where both lie in one window, one 16-byte load brings both (with W
-// entries to a window, 1 - 1/W of the pairs; for two FP16 features 1.25 loads a pair where aligned
-// pairs alone took 1.5). Every corner's entry comes first, then every load, then the sums: no load
-// waits behind an earlier pair's use (converting inside the branch that chose a load's width put a
-// 3-D cell's four pairs one L2 round trip after another; ptxas now issues them two pairs at a time
-// at 40 registers). Issuing all four at once needs 46 registers; bounding the kernel to that (five
-// blocks an SM) lowered the warps in flight from 69 to 57 % and cost W3's and W4's inference 2-3 %
-// on an H200, where the kernel moves 4.7-5.0 TB/s of L2 sectors (W4 at 2^18, W3 at 2^20): the L2's
-// rate, more than the loads' latency, bounds it.
+// Where the table is 16-byte aligned (`pairs`), the two ends of a cell along axis 0 are neighbours
+// in a Dense or Tiled level, and the tiny-cuda-nn hashes multiply axis 0 by 1, so x and x + 1 differ
+// in their low bits alone unless the carry runs past an aligned 16-byte window: where both lie in
+// one window, one 16-byte load brings both (with W entries to a window, 1 - 1/W of the pairs; for
+// two FP16 features 1.25 loads a pair where aligned pairs alone took 1.5).
+
+// The features of entries e0 and e1, one pair at a time (the 3-D cells' order).
+template <typename T, uint32_t F>
+__device__ __forceinline__ void load_feature_pair(const T* params, uint32_t e0, uint32_t e1, bool vec, bool pairs,
+                                                  float* f0, float* f1) {
+  constexpr uint32_t W = 16 / (F * sizeof(T));  // entries in a 16-byte window
+  if constexpr (W >= 2) {
+    if (pairs && (e0 ^ e1) < W) {
+      const FeatureChunk<T, W * F> window =
+          *reinterpret_cast<const FeatureChunk<T, W * F>*>(params + size_t(e0 & ~(W - 1)) * F);
+      const uint32_t k0 = e0 & (W - 1), k1 = e1 & (W - 1);
+      // Chosen by comparisons with constant indices, not by indexing `window` (which would put it on
+      // the stack).
+#pragma unroll
+      for (uint32_t k = 0; k < W; ++k)
+#pragma unroll
+        for (uint32_t f = 0; f < F; ++f) {
+          const float v = to_float(window.v[k * F + f]);
+          if (k == k0) f0[f] = v;
+          if (k == k1) f1[f] = v;
+        }
+      return;
+    }
+  }
+  load_features<T, F>(params + size_t(e0) * F, vec, f0);
+  load_features<T, F>(params + size_t(e1) * F, vec, f1);
+}
+
+// The interpolated sum over a 2-D cell's corners where the table is aligned: every corner's entry
+// first, then every load (the far end predicated where it leaves the window), then the sums, so
+// both pairs' loads are in flight together (32 registers). Same loads and bits as the pair order.
+// Measured against that order, alternated twice in one call each: W1's inference +4.5 / +3.3 %
+// (H200, 2^18 / 2^20), +0.8 / +0.9 % (H100). Not for 3-D cells: ptxas then issues their four pairs
+// two at a time at 40 registers, or all four at 46 with a bound of five blocks an SM, and W3's,
+// W4's and W4e's inference lost 2-3 % (bound, H200) and 3-5 % (unbound, H100): the kernel is bound
+// by the L2's rate (4.7-5.0 TB/s of sectors there), and fewer warps in flight, or the gathered
+// order's extra registers and predicates, cost more than the overlap gains.
 template <typename T, uint32_t D, uint32_t F>
 __device__ __forceinline__ void sum_corners_gathered(const Launch& g, const LevelInfo& L, const Cell<D>& c,
                                                      const T* params, float* acc) {
@@ -93,7 +123,7 @@ forward_kernel(Launch g, int64_t batch, const T* __restrict__ params, bool vec, 
 #pragma unroll
       for (uint32_t f = 0; f < F; ++f) acc[f] = fmaf(w, feat[f], acc[f]);
     }
-  } else if (pairs) {
+  } else if (D == 2 && pairs) {
     sum_corners_gathered<T, D, F>(g, L, c, params, acc);
   } else {
     uint32_t v[D];
@@ -105,8 +135,7 @@ forward_kernel(Launch g, int64_t batch, const T* __restrict__ params, bool vec, 
       const uint32_t e0 = entry_of<D>(g, L, v);
       corner_vertex<D>(c, k + 1, v);
       const uint32_t e1 = entry_of<D>(g, L, v);
-      load_features<T, F>(params + size_t(e0) * F, vec, feat);
-      load_features<T, F>(params + size_t(e1) * F, vec, feat1);
+      load_feature_pair<T, F>(params, e0, e1, vec, pairs, feat, feat1);
       const float w0 = grid_corner_weight<float, D>(c.w, k), w1 = grid_corner_weight<float, D>(c.w, k + 1);
 #pragma unroll
       for (uint32_t f = 0; f < F; ++f) acc[f] = fmaf(w1, feat1[f], fmaf(w0, feat[f], acc[f]));
