@@ -42,8 +42,8 @@ __device__ __forceinline__ void load_feature_pair(const T* params, uint32_t e0, 
 // The interpolated sum over a 2-D cell's corners where the table is aligned: every corner's entry
 // first, then every load (the far end predicated where it leaves the window), then the sums, so
 // both pairs' loads are in flight together (32 registers). Same loads and bits as the pair order.
-// Measured against that order, alternated twice in one call each: W1's inference +4.5 / +3.3 %
-// (H200, 2^18 / 2^20), +0.8 / +0.9 % (H100). Not for 3-D cells: ptxas then issues their four pairs
+// Measured against that order, alternated twice in a call: W1's inference +4.5 / +3.3 % on an
+// H200 (2^18 / 2^20), within 1.5 % either way on an H100 (two calls). Not for 3-D cells: ptxas then issues their four pairs
 // two at a time at 40 registers, or all four at 46 with a bound of five blocks an SM, and W3's,
 // W4's and W4e's inference lost 2-3 % (bound, H200) and 3-5 % (unbound, H100): the kernel is bound
 // by the L2's rate (4.7-5.0 TB/s of sectors there), and fewer warps in flight, or the gathered
