@@ -6,6 +6,7 @@
 // (plan.cpp) prefers the pipelined and Hopper kernels where they apply (same values, bit for bit).
 // HIP builds compile forward_hip.cuh's kernel (AMD matrix-core builtins, activations through LDS) in place of this
 // file's (mma.sync, activations in registers); the host side below is shared.
+#include "cuda/fused/general/grid_layer0.cuh"
 #include "cuda/fused/kernel_common.cuh"
 #include "cuda/fused/plan.h"
 #include "cuda/fused/run_time_activation.cuh"
@@ -88,7 +89,9 @@ __device__ __forceinline__ void zero(float (&acc)[Tile<WIDTH>::kMTiles][Tile<WID
       for (int i = 0; i < 4; ++i) acc[m][n][i] = 0.0f;
 }
 
-template <typename T, int WIDTH>
+// GRID_DIMS 0: layer 0 reads args.input; 2 or 3: it evaluates args.grid's features itself
+// (grid_layer0.cuh; FP16, two features a level).
+template <typename T, int WIDTH, uint32_t GRID_DIMS = 0>
 __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize)
     fused_forward_kernel(KernelShape s, ForwardArgs args, int64_t n_tiles) {
   using Tl = Tile<WIDTH>;
@@ -116,11 +119,15 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize)
 #pragma unroll
         for (int m = 0; m < Tl::kMTiles; ++m) {
           const int64_t r = row0 + 16 * m + g;
-          const int c = 16 * ks + 2 * t;
-          x[m][0] = load_pair(args.input, args.ld_in, r, c, batch);
-          x[m][1] = load_pair(args.input, args.ld_in, r + 8, c, batch);
-          x[m][2] = load_pair(args.input, args.ld_in, r, c + 8, batch);
-          x[m][3] = load_pair(args.input, args.ld_in, r + 8, c + 8, batch);
+          if constexpr (GRID_DIMS > 0) {
+            grid_fragment<GRID_DIMS>(x[m], args.grid, r, ks, t, batch);
+          } else {
+            const int c = 16 * ks + 2 * t;
+            x[m][0] = load_pair(args.input, args.ld_in, r, c, batch);
+            x[m][1] = load_pair(args.input, args.ld_in, r + 8, c, batch);
+            x[m][2] = load_pair(args.input, args.ld_in, r, c + 8, batch);
+            x[m][3] = load_pair(args.input, args.ld_in, r + 8, c + 8, batch);
+          }
         }
 #pragma unroll
         for (int j = 0; j < Tl::kNTiles / 2; ++j) {
@@ -212,7 +219,30 @@ GeneralKernel kernel_by_width(const FusedShape& shape) {
   return with_hidden_width(shape.width, [&](auto width) { return kernel_of<T, decltype(width)::value>(shape); });
 }
 
+#if !defined(TINYFUSE_WITH_HIP)
+template <int WIDTH>
+GeneralKernel grid_kernel_of(int dims) {
+  const void* f = dims == 2 ? reinterpret_cast<const void*>(fused_forward_kernel<__half, WIDTH, 2>)
+                            : reinterpret_cast<const void*>(fused_forward_kernel<__half, WIDTH, 3>);
+  return {f, Tiling<WIDTH>::kBlockRows, 0};
+}
+#endif
+
 }  // namespace
+
+FusedPlan plan_general_grid_inference(const PlanInputs& in) {
+#if defined(TINYFUSE_WITH_HIP)
+  (void)in;
+  return FusedPlan{};
+#else
+  const int dims = in.layout.grid_dims;
+  if (in.pass != FusedPass::Inference || in.dtype != DType::F16 || (dims != 2 && dims != 3)) return FusedPlan{};
+  FusedPlan p = plan_general(
+      with_hidden_width(in.shape.width, [&](auto width) { return grid_kernel_of<decltype(width)::value>(dims); }), in);
+  p.kernel = FusedKernel::GeneralGridInput;
+  return p;
+#endif
+}
 
 FusedPlan plan_general_forward(const PlanInputs& in) {
   if (in.dtype == DType::F16) return plan_general(kernel_by_width<__half>(in.shape), in);
