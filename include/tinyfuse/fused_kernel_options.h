@@ -20,10 +20,6 @@ struct FusedKernelOptions {
   // the weight-gradient kernels; false: an FP32 network recomputed from the parameters and the
   // portable FP32 sweeps (slower, FP32 throughout; the two agree to FP16 rounding).
   bool fused_second_order = true;
-  // Inference behind a grid encoding (NetworkWithInputEncoding; FP16, two features a level, 2-D or
-  // 3-D) in one kernel that evaluates the grid's features as the first layer's input; false: the
-  // grid's kernel writes the features, then the network's inference reads them. Same bits.
-  bool grid_inference = true;
 };
 
 }  // namespace tinyfuse

@@ -9,9 +9,26 @@
 
 #include "core/encodings/grid_math.h"
 #include "cuda/common.cuh"
-#include "cuda/encodings/grid_launch.h"
 
 namespace tinyfuse::cuda::grid {
+
+// One level as the kernels need it (a device array of these, uploaded once per encoding).
+struct LevelInfo {
+  float scale;          // position scale, float as the CPU uses it
+  uint32_t resolution;  // vertices per axis
+  uint32_t offset;      // first table entry of the level
+  uint32_t size;        // table entries of the level
+};
+
+// The settings every kernel takes by value.
+struct Launch {
+  GridType type;
+  GridHash hash;
+  GridInterpolation interpolation;
+  bool stochastic;
+  uint32_t n_levels;
+  const LevelInfo* levels;  // device, n_levels items
+};
 
 // Row-major (batch, width) matrix of F32 or F16 (a runtime flag: the branch is uniform, and it
 // keeps the number of kernel instantiations down).

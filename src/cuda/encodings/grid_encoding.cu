@@ -83,23 +83,6 @@ class GpuGridEncoding final : public Encoding {
     grid_initialize_params(spec_, rng, params_host, scale);
   }
 
-  // fused_grid_input() (grid_encoding.h).
-  std::optional<fused::GridInput> fused_input(const TensorView& input) const {
-    if (param_dtype_ != DType::F16 || output_dtype_ != DType::F16 || spec_.n_features_per_level != 2 ||
-        (spec_.n_dims != 2 && spec_.n_dims != 3))
-      return std::nullopt;
-    check_io(input, nullptr);
-    fused::GridInput in;
-    in.g = job(input).g;
-    in.dims = spec_.n_dims;
-    in.params = inference_params_;
-    in.vec = grid::features_aligned<__half, 2>(inference_params_);
-    in.pairs = reinterpret_cast<uintptr_t>(inference_params_) % 16 == 0;
-    in.x = input.ptr<float>();
-    in.ldx = input.strides[0];
-    return in;
-  }
-
   void inference(const TensorView& input, const TensorView& output) override {
     check_io(input, &output);
     grid::forward(job(input), {inference_params_, param_dtype_}, input.ptr<float>(), input.strides[0], matrix(output),
@@ -250,11 +233,6 @@ void check_dtype(DType t, const char* what) {
 }
 
 }  // namespace
-
-std::optional<fused::GridInput> fused_grid_input(const Encoding& encoding, const TensorView& input) {
-  const auto* grid = dynamic_cast<const GpuGridEncoding*>(&encoding);
-  return grid ? grid->fused_input(input) : std::nullopt;
-}
 
 std::unique_ptr<Encoding> make_grid_encoding(const GridSpec& spec, DType param_dtype, DType output_dtype) {
   check_dtype(param_dtype, "param_dtype");

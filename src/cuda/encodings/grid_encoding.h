@@ -4,10 +4,8 @@
 #pragma once
 
 #include <memory>
-#include <optional>
 
 #include "core/encodings/grid_config.h"
-#include "cuda/fused/grid_input.h"
 #include "tinyfuse/encoding.h"
 
 namespace tinyfuse::cuda {
@@ -19,10 +17,5 @@ namespace tinyfuse::cuda {
 // Throws ConfigError for other dtypes.
 std::unique_ptr<Encoding> make_grid_encoding(const GridSpec& spec, DType param_dtype = DType::F32,
                                              DType output_dtype = DType::F32);
-
-// `encoding` as a fused network kernel reads it (fused/grid_input.h): its inference parameters and
-// `input`'s positions, where `encoding` is a CUDA grid of FP16 features, two a level, in 2 or 3
-// dims; nullopt otherwise. `input` is checked as the grid's inference() checks it.
-std::optional<fused::GridInput> fused_grid_input(const Encoding& encoding, const TensorView& input);
 
 }  // namespace tinyfuse::cuda

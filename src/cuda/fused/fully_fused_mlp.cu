@@ -1,9 +1,7 @@
 // FullyFusedMLP on CUDA: the Network around the fused kernels (launch.h states their semantics;
 // plan.h chooses which kernel runs each pass, and this class asks it once per batch and layout).
 //
-//   inference()  one kernel: input -> output, nothing else touches memory. Behind a grid encoding
-//                (NetworkWithInputEncoding) the kernel evaluates the grid's features itself where
-//                the planner has it (inference_through): positions -> output, no feature matrix.
+//   inference()  one kernel: input -> output, nothing else touches memory.
 //   forward()    one kernel, also writing what backward() needs into the context: every hidden
 //                layer's y (the next layer's input) and z where act' cannot be read from y
 //                (hidden activations other than None / ReLU / LeakyReLU; the output layer's z
@@ -32,7 +30,6 @@
 #include "core/mlp_base.h"
 #include "core/network_with_input_encoding.h"
 #include "cuda/common.cuh"
-#include "cuda/encodings/grid_encoding.h"
 #include "cuda/gpu_mlp.h"
 #include "cuda/staging.h"
 #include "cuda/fused/launch.h"
@@ -54,7 +51,7 @@ struct FusedContext final : Context {
 };
 
 template <typename T>
-class FullyFusedMlp final : public GpuMlp<T>, public FusesEncodingInference {
+class FullyFusedMlp final : public GpuMlp<T> {
   using Base = GpuMlp<T>;
   using Base::gradients_, Base::inference_params_, Base::layers_, Base::n_params_, Base::params_, Base::spec_;
   using Base::check_io, Base::input_width, Base::n_hidden_layers, Base::name, Base::padded_output_width, Base::width;
@@ -75,39 +72,6 @@ class FullyFusedMlp final : public GpuMlp<T>, public FusesEncodingInference {
   void inference(const TensorView& input, const TensorView& output) override {
     check_io(input, &output);
     run_forward(fused::FusedPass::Inference, input, inference_params_, nullptr, &output);
-  }
-
-  // The grid's features evaluated inside the network's kernel (fused/grid_input.h) where `encoding`
-  // is a grid the kernel reads and the planner has the kernel (FP16; FusedKernelOptions::grid_inference).
-  bool inference_through(const Encoding& encoding, const TensorView& input, const TensorView& output) override {
-    if constexpr (!std::is_same_v<T, __half>) {
-      return false;
-    } else {
-      std::optional<fused::GridInput> grid = fused_grid_input(encoding, input);
-      if (!grid) return false;
-      if (!this->params_) throw Error(name() + ": no parameters set; call set_params() (or use a Trainer) first");
-      const int64_t batch = input.rows();
-      check_matrix(output, "output", batch, padded_output_width(), this->output_dtype(), this->device());
-      check_rows_dense(output, "output");
-      fused::CallLayout layout;
-      layout.grid_dims = static_cast<int>(grid->dims);
-      layout.ld_out = output.strides[0];
-      layout.weights_aligned = aligned16(inference_params_);
-      const fused::FusedPlan& plan = plan_of(fused::FusedPass::Inference, batch, layout);
-      if (plan.kernel == fused::FusedKernel::None) return false;
-      if (batch == 0) return true;
-      const gpuStream_t s = stream_of(input);
-      const Staged out = stage(output, false, s);
-      fused::ForwardArgs a;
-      a.batch = batch;
-      a.weights = inference_params_;
-      a.output = out.data;
-      a.ld_out = out.ld;
-      a.grid = *grid;
-      fused::launch_plan(plan, a, nullptr, s);
-      unstage(out, output, s);
-      return true;
-    }
   }
 
   std::unique_ptr<Context> forward(const TensorView& input, const TensorView* output, bool use_inference_params,

@@ -57,14 +57,11 @@ bool backward_ready(const BackwardArgs& a) {
 
 void launch_plan(const FusedPlan& plan, const ForwardArgs& a, float* partial, gpuStream_t stream) {
   if (plan.blocks == 0) return;  // an empty batch
-  const bool general = plan.kernel == FusedKernel::General || plan.kernel == FusedKernel::GeneralGridInput;
-  if (!general && !forward_ready(a)) wrong_arguments(plan, "unaligned rows");
-  if ((plan.kernel == FusedKernel::GeneralGridInput) != (a.grid.dims != 0)) wrong_arguments(plan, "the wrong input");
+  if (plan.kernel != FusedKernel::General && !forward_ready(a)) wrong_arguments(plan, "unaligned rows");
   LaunchParams p = plan.params;  // the kernels take their parameters by value: copies they may point at
   ForwardArgs args = a;
   switch (plan.kernel) {
     case FusedKernel::General:
-    case FusedKernel::GeneralGridInput:
       return launch_general(plan, p, args, stream);
 #if !defined(TINYFUSE_WITH_HIP)
     case FusedKernel::Pipelined:

@@ -18,7 +18,6 @@
 #include <cstdint>
 #include <string>
 
-#include "cuda/fused/grid_input.h"
 #include "cuda/gpu_runtime.h"
 #include "tinyfuse/activation.h"
 #include "tinyfuse/common.h"
@@ -71,9 +70,6 @@ struct ForwardArgs {
   // here when set: an encoding before the network takes its gradients from it.
   void* dL_dinput = nullptr;
   int64_t ld_din = 0;
-  // Inference from a grid (FusedKernel::GeneralGridInput): layer 0's input is the grid's features
-  // of these positions, evaluated in the kernel; `input` is then unused.
-  GridInput grid;
 };
 
 struct BackwardArgs {

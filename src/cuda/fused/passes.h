@@ -27,7 +27,6 @@ enum class FusedKernel : uint8_t {
   Wgmma,                 // hopper/: warpgroup inference, rows copied by the warps
   WgmmaTma,              // hopper/: warpgroup inference, whole tiles moved by TMA
   GeneralSecondOrder,    // general/: fused_second_order_kernel, then the weight-gradient kernels
-  GeneralGridInput,      // general/: fused_forward_kernel evaluating a grid's features for layer 0 (inference)
 };
 const char* to_string(FusedKernel kernel);
 const char* to_string(FusedPass pass);

@@ -20,7 +20,6 @@ const char* to_string(FusedKernel kernel) {
     case FusedKernel::Wgmma: return "hopper wgmma";
     case FusedKernel::WgmmaTma: return "hopper wgmma (TMA)";
     case FusedKernel::GeneralSecondOrder: return "general (second order)";
-    case FusedKernel::GeneralGridInput: return "general (grid features inside)";
   }
   return "?";
 }
@@ -56,7 +55,6 @@ bool general_only_from_environment() {
 FusedPlan plan_pass(const PlanInputs& in) {
 #if defined(TINYFUSE_WITH_HIP)
   // HIP builds have the general kernels only (the others are PTX).
-  if (in.layout.grid_dims) return FusedPlan{};  // the grid's own kernel, then the network
   if (in.pass == FusedPass::Inference || in.pass == FusedPass::TrainingForward) return plan_general_forward(in);
   if (in.pass == FusedPass::Backward) return plan_general_backward(in);
   return FusedPlan{};
@@ -66,8 +64,6 @@ FusedPlan plan_pass(const PlanInputs& in) {
   FusedPlan p;
   switch (in.pass) {
     case FusedPass::Inference:
-      // From a grid's positions: the one kernel, or none (the grid's kernel, then one of these).
-      if (in.layout.grid_dims) return o.grid_inference ? plan_general_grid_inference(in) : p;
       if (pipelined && o.hopper && (p = plan_hopper_inference(in)).kernel != FusedKernel::None) return p;
       if (pipelined && (p = plan_pipelined_inference(in)).kernel != FusedKernel::None) return p;
       return plan_general_forward(in);

@@ -7,8 +7,7 @@
 // The kernel families (each in its own folder; docs/ARCHITECTURE.md has the table):
 //   general/     fused_forward_kernel, fused_backward_kernel: mma.sync (sm_75+), every shape;
 //                the reference the others are checked against, bit for bit. Also
-//                fused_second_order_kernel, the second derivatives (every shape), and the
-//                forward evaluating a grid's features as its first layer's input (inference).
+//                fused_second_order_kernel, the second derivatives (every shape).
 //   pipelined/   persistent kernels that pipeline rows through shared memory with cp.async
 //                (sm_80+): inference and backward; on sm_90+ also the training forward (with the
 //                L2, RelativeL2 or L1 loss folded in), the backward that forms the weight gradients
@@ -44,9 +43,8 @@ struct CallLayout {
   int loss_kind = -1;             // a LossKind, -1 for none or a loss of the caller's own
   int loss_dims = 0;              // target columns
   bool vector_target = false;     // the target 16-byte aligned with a row stride of a multiple of 4
-  int grid_dims = 0;              // inference from a grid's positions (ForwardArgs::grid): its dims; 0 for none
   bool operator==(const CallLayout& o) const {
-    return grid_dims == o.grid_dims && ld_in == o.ld_in && ld_out == o.ld_out && weights_aligned == o.weights_aligned && dL_dinput == o.dL_dinput &&
+    return ld_in == o.ld_in && ld_out == o.ld_out && weights_aligned == o.weights_aligned && dL_dinput == o.dL_dinput &&
            dz == o.dz && input_ready == o.input_ready && loss_kind == o.loss_kind && loss_dims == o.loss_dims && vector_target == o.vector_target;
   }
 };
@@ -89,7 +87,6 @@ struct GeneralKernel {
 };
 FusedPlan plan_general(const GeneralKernel& kernel, const PlanInputs& in);
 FusedPlan plan_general_forward(const PlanInputs& in);         // Inference, TrainingForward
-FusedPlan plan_general_grid_inference(const PlanInputs& in);  // Inference from a grid (layout.grid_dims)
 FusedPlan plan_general_backward(const PlanInputs& in);        // Backward
 FusedPlan plan_general_second_order(const PlanInputs& in);    // SecondOrder
 FusedPlan plan_pipelined_inference(const PlanInputs& in);     // Inference

@@ -6,7 +6,6 @@
 // (plan.cpp) prefers the pipelined and Hopper kernels where they apply (same values, bit for bit).
 // HIP builds compile forward_hip.cuh's kernel (AMD matrix-core builtins, activations through LDS) in place of this
 // file's (mma.sync, activations in registers); the host side below is shared.
-#include "cuda/fused/general/grid_layer0.cuh"
 #include "cuda/fused/kernel_common.cuh"
 #include "cuda/fused/plan.h"
 #include "cuda/fused/run_time_activation.cuh"
@@ -89,9 +88,7 @@ __device__ __forceinline__ void zero(float (&acc)[Tile<WIDTH>::kMTiles][Tile<WID
       for (int i = 0; i < 4; ++i) acc[m][n][i] = 0.0f;
 }
 
-// GRID_DIMS 0: layer 0 reads args.input; 2 or 3: it evaluates args.grid's features itself
-// (grid_layer0.cuh; FP16, two features a level, at most 8 kGridMaxKSteps levels).
-template <typename T, int WIDTH, uint32_t GRID_DIMS = 0>
+template <typename T, int WIDTH>
 __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize)
     fused_forward_kernel(KernelShape s, ForwardArgs args, int64_t n_tiles) {
   using Tl = Tile<WIDTH>;
@@ -110,32 +107,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock* kWarpSize)
 
     // Layer 0: the input (in_width columns) straight from global memory into A fragments.
     if (!s.resident) stage_one_layer<WIDTH>(smem, weights, s, 0);
-    if constexpr (GRID_DIMS > 0) {
-      // From a grid: every k-step's fragments first (up to kGridMaxKSteps, the planner's limit),
-      // so that no accumulator is live while the gathers are in flight.
-      uint32_t x[kGridMaxKSteps][Tl::kMTiles][4];
-#pragma unroll
-      for (int ks = 0; ks < kGridMaxKSteps; ++ks)
-        if (ks < s.in_width / 16)
-#pragma unroll
-          for (int m = 0; m < Tl::kMTiles; ++m) grid_fragment<GRID_DIMS>(x[ks][m], args.grid, row0 + 16 * m + g, ks, t, batch);
-      const T* w = smem + layer_smem_offset(WIDTH, s, 0);
-      const int stride = s.in_width + kSmemPad;
-      zero<T, WIDTH>(acc);
-#pragma unroll
-      for (int ks = 0; ks < kGridMaxKSteps; ++ks)
-        if (ks < s.in_width / 16)
-#pragma unroll
-          for (int j = 0; j < Tl::kNTiles / 2; ++j) {
-            uint32_t b[4];
-            ptx::ldmatrix_x4(b, ptx::shared_address(w + (16 * j + (q / 2) * 8 + r8) * stride + 16 * ks + (q % 2) * 8));
-#pragma unroll
-            for (int m = 0; m < Tl::kMTiles; ++m) {
-              mma_16816<T>(acc[m][2 * j], x[ks][m], b[0], b[1]);
-              mma_16816<T>(acc[m][2 * j + 1], x[ks][m], b[2], b[3]);
-            }
-          }
-    } else {
+    {
       const T* w = smem + layer_smem_offset(WIDTH, s, 0);
       const int stride = s.in_width + kSmemPad;
       zero<T, WIDTH>(acc);
@@ -240,32 +212,7 @@ GeneralKernel kernel_by_width(const FusedShape& shape) {
   return with_hidden_width(shape.width, [&](auto width) { return kernel_of<T, decltype(width)::value>(shape); });
 }
 
-#if !defined(TINYFUSE_WITH_HIP)
-template <int WIDTH>
-GeneralKernel grid_kernel_of(int dims) {
-  const void* f = dims == 2 ? reinterpret_cast<const void*>(fused_forward_kernel<__half, WIDTH, 2>)
-                            : reinterpret_cast<const void*>(fused_forward_kernel<__half, WIDTH, 3>);
-  return {f, Tiling<WIDTH>::kBlockRows, 0};
-}
-#endif
-
 }  // namespace
-
-FusedPlan plan_general_grid_inference(const PlanInputs& in) {
-#if defined(TINYFUSE_WITH_HIP)
-  (void)in;
-  return FusedPlan{};
-#else
-  const int dims = in.layout.grid_dims;
-  if (in.pass != FusedPass::Inference || in.dtype != DType::F16 || (dims != 2 && dims != 3) ||
-      in.shape.in_width > 16 * kGridMaxKSteps)
-    return FusedPlan{};
-  FusedPlan p = plan_general(
-      with_hidden_width(in.shape.width, [&](auto width) { return grid_kernel_of<decltype(width)::value>(dims); }), in);
-  p.kernel = FusedKernel::GeneralGridInput;
-  return p;
-#endif
-}
 
 FusedPlan plan_general_forward(const PlanInputs& in) {
   if (in.dtype == DType::F16) return plan_general(kernel_by_width<__half>(in.shape), in);
