@@ -281,6 +281,60 @@ INSTANTIATE_TEST_SUITE_P(
     AllEncodings, EncodingVsCpu, ::testing::Combine(::testing::ValuesIn(cases()), ::testing::Values(DType::F32, DType::F16)),
     [](const auto& info) { return std::get<0>(info.param).name + "_" + to_string(std::get<1>(info.param)); });
 
+// OneBlob's forward evaluates only the bins near an input's kernel and its nearer wrapped copy
+// (oneblob.cu): at every bin count around the 8 where that path starts, on inputs at the domain's
+// ends, at and beside bin boundaries, within two radii of the ends (where the wrapped copy
+// matters), outside [0, 1] and NaN: every feature two bins or more from the kernel's copies is
+// exactly 0 on both, NaN stays NaN, and the rest agree within the feature tolerance.
+TEST_F(EncodingsGpu, OneBlobNearBinsEdgesAndOutsideTheDomain) {
+  for (uint32_t bins : {4u, 7u, 8u, 9u, 16u, 63u, 64u, 100u}) {
+    SCOPED_TRACE("n_bins " + std::to_string(bins));
+    const json config = {{"otype", "OneBlob"}, {"n_bins", bins}};
+    std::vector<double> x = {0.0, 1.0, 0.5, -0.3, 1.7, -5.0, 3.0, kNaN, 1e-7, 1.0 - 1e-7, 0.25, 0.75};
+    for (uint32_t k = 0; k <= bins; ++k) {
+      const double b = static_cast<float>(static_cast<double>(k) / bins);
+      for (double d : {0.0, 1e-6, -1e-6, 0.5 / bins, 1.0 / bins, 2.0 / bins, 3.0 / bins})
+        if (b + d >= 0 && b + d <= 1) x.push_back(static_cast<float>(b + d));
+    }
+    Pcg32 rng(bins);
+    for (int i = 0; i < 200; ++i) x.push_back(static_cast<float>(rng.next_double() * 4.0 / bins));  // near 0
+    for (int i = 0; i < 200; ++i) x.push_back(static_cast<float>(1.0 - rng.next_double() * 4.0 / bins));  // near 1
+    const int64_t batch = static_cast<int64_t>(x.size());
+    auto ref = create_encoding(config, 1, kF64);
+    std::vector<double> want(static_cast<size_t>(batch) * bins);
+    std::vector<double> xc = x;
+    ref->inference(TensorView::matrix(xc.data(), batch, 1), TensorView::matrix(want.data(), batch, bins));
+    for (DType t : {DType::F32, DType::F16}) {
+      SCOPED_TRACE(to_string(t));
+      auto gpu = create_encoding(config, 1, kGpu);
+      gpu->set_output_dtype(t);
+      DevMatrix xd = upload(x, batch, 1), y = dev_matrix(batch, bins, t);
+      gpu->inference(xd.view, y.view);
+      const std::vector<double> got = download(y.view);
+      for (size_t i = 0; i < got.size(); ++i) {
+        const double r = want[i], xi = x[i / bins];
+        const double k = static_cast<double>(i % bins);
+        // Two bins or more from every copy of the kernel: each CDF term is exactly 0 or 1 at both
+        // of the bin's ends, so the feature is exactly 0 in any precision.
+        bool far = true;
+        for (double s : {-1.0, 0.0, 1.0}) {
+          const double c = (xi - s) * bins;
+          far = far && (c <= k - 2 || c >= k + 3);
+        }
+        if (std::isnan(r)) {
+          ASSERT_TRUE(std::isnan(got[i])) << "input " << xi << " bin " << i % bins;
+        } else if (far) {
+          ASSERT_EQ(r, 0.0) << "input " << xi << " bin " << i % bins;
+          ASSERT_EQ(got[i], 0.0) << "input " << xi << " bin " << i % bins;
+        } else {
+          ASSERT_LE(std::abs(got[i] - r), feature_atol(t) + feature_rtol(t) * std::abs(r))
+              << "input " << x[i / bins] << " bin " << i % bins << ": " << got[i] << " vs " << r;
+        }
+      }
+    }
+  }
+}
+
 // --- views, dtypes, batch 0 --------------------------------------------------------------------
 
 // Input and output as column slices of wider matrices: the encoding reads and writes only its

@@ -35,6 +35,15 @@ __device__ __forceinline__ void store_group(const float (&d)[kMaxGroupInputs], u
     if (k < group_in) dx[k] = d[k];
 }
 
+// Ops whose groups' features are mostly 0 (OneBlob) may instead set kEncodesSparseGroups and provide
+//   template <class T> __device__ void encode_group(const float* x, T* out, uint32_t count) const;
+// (the group's count features, written by one thread), which the forward then calls.
+template <typename Op, typename = void>
+struct encodes_sparse_groups : std::false_type {};
+template <typename Op>
+struct encodes_sparse_groups<Op, std::void_t<decltype(Op::kEncodesSparseGroups)>>
+    : std::bool_constant<Op::kEncodesSparseGroups> {};
+
 // Thread i: row i / per_row, group i % per_row; the extra group n_groups (when there is padding)
 // writes the row's padding.
 template <typename Op, typename T>
@@ -49,19 +58,21 @@ rowwise_encode_kernel(Op op, int64_t batch, uint32_t n_groups, uint32_t group_in
   const uint32_t g = static_cast<uint32_t>(i % per_row);
   T* y_row = y + row * ldy;
   if (g < n_groups) {
-    op.encode(x + row * ldx + g * group_in, FeatureWriter<T>{y_row + first_feature + g * group_out});
+    if constexpr (encodes_sparse_groups<Op>::value)
+      op.encode_group(x + row * ldx + g * group_in, y_row + first_feature + g * group_out, group_out);
+    else
+      op.encode(x + row * ldx + g * group_in, FeatureWriter<T>{y_row + first_feature + g * group_out});
   } else {
     for (uint32_t j = 0; j < n_pad; ++j) y_row[pad_begin + j] = from_float<T>(1.0f);
   }
 }
 
-// Ops with many features per group (OneBlob: n_bins per input) also provide
+// Ops with many features per group (SphericalHarmonics) may also provide
 //   __device__ void encode_chunk(const float* x, uint32_t k0, float (&out)[kOutputChunk]) const;
 // (features k0 .. k0 + kOutputChunk - 1 of the group, the values encode() gives; those past the
 // group's end are ignored) and set kEncodesRanges. Their forward gives each thread one chunk,
-// chunk fastest, stored with one 16-byte write where aligned: one thread per group wrote its 64
-// features 2 bytes at a time into 32 different rows, and the W2 workload's OneBlob took 600 us at
-// 2^18 rows.
+// chunk fastest, stored with one 16-byte write where aligned (a thread per group writing its
+// features 2 bytes at a time scattered them over 32 rows).
 template <typename Op, typename = void>
 struct encodes_ranges : std::false_type {};
 template <typename Op>
