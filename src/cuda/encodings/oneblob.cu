@@ -7,76 +7,64 @@ namespace tinyfuse::cuda {
 
 namespace {
 
+#if !defined(TINYFUSE_WITH_HIP)
 // Where an input's features can be other than 0: the boundaries within three bins of the kernel's
 // centre x n (a term of the wrapped CDF is exactly 0 or 1 in float once |u| >= 1.5, so a bin
 // farther away has the same integer at both ends and gets exactly +0), and of its copy nearer the
 // domain (x + 1 for x < 1/2, else x - 1); the third copy is that far from every boundary in [0, 1]
-// when n_bins >= 8 and x lies in [0, 1]. Each window is seven features, from eight boundaries.
-constexpr int kWindowFeatures = 7;
-constexpr uint32_t kMinSparseBins = 8;
+// when n_bins >= 8 and x lies in [0, 1]. Each window: eight boundaries, seven features.
+constexpr int kWindowBoundaries = 8;
+#endif
 
 struct OneBlobOp {
-  static constexpr bool kEncodesSparseGroups = true;  // encode_group() writes an input's features
+  static constexpr bool kEncodesRanges = true;  // n_bins features per input: rowwise.cuh splits them
+  static constexpr bool kChunksTogether = true;  // and encode_chunks_together() where it can
   uint32_t n_bins;
 
-  // out[0 .. count) (count = n_bins) = the features encode() gives: every chunk of eight written as
-  // 0, then the chunks the two windows touch written again from the windows' features, evaluated
-  // with encode()'s expressions (boundary k at T(k) / n). One thread an input evaluates 16
-  // boundaries where a thread a chunk evaluated 9 of every chunk's (W2's 64 bins: about 75
-  // instructions a feature, 696 us of its 1.46 ms inference at 2^21 on an H100). Inputs outside
-  // [0, 1] (or NaN) and fewer than 8 bins take every chunk in full.
-  template <typename T>
-  __device__ void encode_group(const float* x_ptr, T* out, uint32_t count) const {
+#if !defined(TINYFUSE_WITH_HIP)
+  // encode_chunk()'s values, the eight lanes of an input (its chunks k0 = 0, 8, .., 56: rowwise.cuh
+  // calls this only for 57-64 bins, a row's chunks on whole 8-lane segments) sharing the work: the
+  // two windows' 16 boundaries, two a lane, with encode()'s expressions (boundary k at T(k) / n),
+  // exchanged by shuffles; every other feature is exactly 0. Each lane evaluated 9 boundaries of
+  // its own chunk before (about 75 instructions a feature: 696 us of W2's 1.46 ms inference at
+  // 2^21 on an H100). Inputs outside [0, 1] (or NaN) take encode_chunk().
+  __device__ void encode_chunks_together(const float* x_ptr, uint32_t k0, float (&out)[kOutputChunk]) const {
     const float x = x_ptr[0];
-    const uint32_t chunks = (count + kOutputChunk - 1) / kOutputChunk;
-    if (!(x >= 0.0f && x <= 1.0f) || n_bins < kMinSparseBins) {
-      for (uint32_t c = 0; c < chunks; ++c) {
-        float v[kOutputChunk];
-        oneblob_encode_chunk(n_bins, x, c * kOutputChunk, v);
-        store_chunk(out + c * kOutputChunk, v, min(kOutputChunk, count - c * kOutputChunk));
-      }
-      return;
-    }
+    if (!(x >= 0.0f && x <= 1.0f)) return encode_chunk(x_ptr, k0, out);  // the segment's lanes agree
+    const uint32_t lane = threadIdx.x % 32, segment = 0xFFu << (lane & ~7u), j = lane & 7u;
     const float n = static_cast<float>(n_bins);
-    int base[2];
-    float feat[2][kWindowFeatures];
     const float centre[2] = {x * n, (x < 0.5f ? x + 1.0f : x - 1.0f) * n};
+    int base[2];
 #pragma unroll
-    for (int w = 0; w < 2; ++w) {
-      base[w] = static_cast<int>(floorf(centre[w])) - 3;
-      float left = oneblob_wrapped_cdf(static_cast<float>(base[w]) / n, x, n);
+    for (int w = 0; w < 2; ++w) base[w] = static_cast<int>(floorf(centre[w])) - 3;
+    // Lane j: window j / 4, boundaries 2 (j % 4) and + 1 of it.
+    const int mine = (j < 4 ? base[0] : base[1]) + 2 * static_cast<int>(j % 4);
+    const float c0 = oneblob_wrapped_cdf(static_cast<float>(mine) / n, x, n);
+    const float c1 = oneblob_wrapped_cdf(static_cast<float>(mine + 1) / n, x, n);
+    float cdf[2][kWindowBoundaries];
 #pragma unroll
-      for (int i = 0; i < kWindowFeatures; ++i) {
-        const float right = oneblob_wrapped_cdf(static_cast<float>(base[w] + i + 1) / n, x, n);
-        feat[w][i] = right - left;
-        left = right;
-      }
+    for (int b = 0; b < 2 * kWindowBoundaries; ++b) {
+      const int src = b / 2;  // the lane (within the segment) that evaluated boundary b of the two windows
+      cdf[b / kWindowBoundaries][b % kWindowBoundaries] = __shfl_sync(segment, b % 2 ? c1 : c0, src, 8);
     }
-    const float zeros[kOutputChunk] = {};
-    for (uint32_t c = 0; c < chunks; ++c)
-      store_chunk(out + c * kOutputChunk, zeros, min(kOutputChunk, count - c * kOutputChunk));
-    // A window's seven features touch at most two chunks: those of its first and last feature.
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int f = base[e / 2] + (e % 2) * (kWindowFeatures - 1);
-      const int c = min(max(f, 0), static_cast<int>(count) - 1) / static_cast<int>(kOutputChunk);
-      float v[kOutputChunk];
+    for (uint32_t s = 0; s < kOutputChunk; ++s) {
+      const int k = static_cast<int>(k0 + s);
+      out[s] = 0.0f;
 #pragma unroll
-      for (int j = 0; j < static_cast<int>(kOutputChunk); ++j) {
-        const int k = c * static_cast<int>(kOutputChunk) + j;
-        v[j] = 0.0f;
-#pragma unroll
-        for (int i = 0; i < kWindowFeatures; ++i) {
-          if (k == base[0] + i) v[j] = feat[0][i];
-          if (k == base[1] + i) v[j] = feat[1][i];
-        }
+      for (int i = 0; i + 1 < kWindowBoundaries; ++i) {
+        if (k == base[0] + i) out[s] = cdf[0][i + 1] - cdf[0][i];
+        if (k == base[1] + i) out[s] = cdf[1][i + 1] - cdf[1][i];
       }
-      store_chunk(out + c * kOutputChunk, v, min(kOutputChunk, count - c * kOutputChunk));
     }
   }
+#endif
   template <typename Out>
   __device__ void encode(const float* x, Out out) const {
     oneblob_encode(n_bins, x[0], out);
+  }
+  __device__ void encode_chunk(const float* x, uint32_t k0, float (&out)[kOutputChunk]) const {
+    oneblob_encode_chunk(n_bins, x[0], k0, out);
   }
   template <typename In>
   __device__ void backward(const float* x, In dL_dout, float* dx) const {

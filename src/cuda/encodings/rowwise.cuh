@@ -35,15 +35,6 @@ __device__ __forceinline__ void store_group(const float (&d)[kMaxGroupInputs], u
     if (k < group_in) dx[k] = d[k];
 }
 
-// Ops whose groups' features are mostly 0 (OneBlob) may instead set kEncodesSparseGroups and provide
-//   template <class T> __device__ void encode_group(const float* x, T* out, uint32_t count) const;
-// (the group's count features, written by one thread), which the forward then calls.
-template <typename Op, typename = void>
-struct encodes_sparse_groups : std::false_type {};
-template <typename Op>
-struct encodes_sparse_groups<Op, std::void_t<decltype(Op::kEncodesSparseGroups)>>
-    : std::bool_constant<Op::kEncodesSparseGroups> {};
-
 // Thread i: row i / per_row, group i % per_row; the extra group n_groups (when there is padding)
 // writes the row's padding.
 template <typename Op, typename T>
@@ -58,25 +49,36 @@ rowwise_encode_kernel(Op op, int64_t batch, uint32_t n_groups, uint32_t group_in
   const uint32_t g = static_cast<uint32_t>(i % per_row);
   T* y_row = y + row * ldy;
   if (g < n_groups) {
-    if constexpr (encodes_sparse_groups<Op>::value)
-      op.encode_group(x + row * ldx + g * group_in, y_row + first_feature + g * group_out, group_out);
-    else
-      op.encode(x + row * ldx + g * group_in, FeatureWriter<T>{y_row + first_feature + g * group_out});
+    op.encode(x + row * ldx + g * group_in, FeatureWriter<T>{y_row + first_feature + g * group_out});
   } else {
     for (uint32_t j = 0; j < n_pad; ++j) y_row[pad_begin + j] = from_float<T>(1.0f);
   }
 }
 
-// Ops with many features per group (SphericalHarmonics) may also provide
+// Ops with many features per group (OneBlob: n_bins per input) also provide
 //   __device__ void encode_chunk(const float* x, uint32_t k0, float (&out)[kOutputChunk]) const;
 // (features k0 .. k0 + kOutputChunk - 1 of the group, the values encode() gives; those past the
 // group's end are ignored) and set kEncodesRanges. Their forward gives each thread one chunk,
-// chunk fastest, stored with one 16-byte write where aligned (a thread per group writing its
-// features 2 bytes at a time scattered them over 32 rows).
+// chunk fastest, stored with one 16-byte write where aligned: one thread per group wrote its 64
+// features 2 bytes at a time into 32 different rows, and the W2 workload's OneBlob took 600 us at
+// 2^18 rows.
 template <typename Op, typename = void>
 struct encodes_ranges : std::false_type {};
 template <typename Op>
 struct encodes_ranges<Op, std::void_t<decltype(Op::kEncodesRanges)>> : std::bool_constant<Op::kEncodesRanges> {};
+
+// Ops whose groups are mostly 0 (OneBlob) may also set kChunksTogether and provide, under CUDA,
+//   __device__ void encode_chunks_together(const float* x, uint32_t k0, float (&out)[kOutputChunk]) const;
+// (encode_chunk's values, computed by a group's kChunksTogether lanes together, shuffling among
+// themselves), which the forward calls where a group is exactly that many chunks and a row's
+// chunks fill whole segments of as many lanes (no padding slot).
+constexpr uint32_t kChunksTogether = 8;
+template <typename Op, typename = void>
+struct encodes_chunks_together : std::false_type {};
+#if !defined(TINYFUSE_WITH_HIP)
+template <typename Op>
+struct encodes_chunks_together<Op, std::void_t<decltype(Op::kChunksTogether)>> : std::bool_constant<Op::kChunksTogether> {};
+#endif
 
 constexpr uint32_t kOutputChunk = 8;
 
@@ -108,7 +110,7 @@ template <typename Op, typename T>
 __global__ void TF_HIP_DEFAULT_BLOCK_BOUNDS
 rowwise_encode_chunks_kernel(Op op, int64_t batch, uint32_t n_groups, uint32_t group_in, uint32_t group_out,
                              const float* __restrict__ x, int64_t ldx, T* __restrict__ y, int64_t ldy,
-                             uint32_t first_feature, uint32_t pad_begin, uint32_t n_pad) {
+                             uint32_t first_feature, uint32_t pad_begin, uint32_t n_pad, bool together) {
   const uint32_t chunks = (group_out + kOutputChunk - 1) / kOutputChunk;
   const uint32_t per_row = n_groups * chunks + (n_pad > 0 ? 1u : 0u);
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -119,7 +121,16 @@ rowwise_encode_chunks_kernel(Op op, int64_t batch, uint32_t n_groups, uint32_t g
   if (j < n_groups * chunks) {
     const uint32_t g = j / chunks, k0 = (j % chunks) * kOutputChunk;
     float v[kOutputChunk];
-    op.encode_chunk(x + row * ldx + g * group_in, k0, v);
+    if constexpr (encodes_chunks_together<Op>::value) {
+      // Whole segments exit above together: batch * per_row is a multiple of the segment.
+      if (together)
+        op.encode_chunks_together(x + row * ldx + g * group_in, k0, v);
+      else
+        op.encode_chunk(x + row * ldx + g * group_in, k0, v);
+    } else {
+      (void)together;
+      op.encode_chunk(x + row * ldx + g * group_in, k0, v);
+    }
     store_chunk(y_row + first_feature + g * group_out + k0, v, min(kOutputChunk, group_out - k0));
   } else {
     for (uint32_t k = 0; k < n_pad; ++k) y_row[pad_begin + k] = from_float<T>(1.0f);
@@ -289,10 +300,12 @@ class RowwiseGpuEncoding final : public ParameterFreeEncoding<GpuEncoding> {
     auto launch = [&](auto* y) {
       using T = std::remove_pointer_t<decltype(y)>;
       if constexpr (encodes_ranges<Op>::value) {
-        const uint32_t chunked = n_groups_ * ((group_out_ + kOutputChunk - 1) / kOutputChunk) + (n_pad > 0 ? 1u : 0u);
+        const uint32_t chunks = (group_out_ + kOutputChunk - 1) / kOutputChunk;
+        const uint32_t chunked = n_groups_ * chunks + (n_pad > 0 ? 1u : 0u);
+        const bool together = encodes_chunks_together<Op>::value && chunks == kChunksTogether && n_pad == 0;
         rowwise_encode_chunks_kernel<Op, T><<<blocks_for(batch * chunked), kThreadsPerBlock, 0, stream>>>(
             op_, batch, n_groups_, group_in_, group_out_, input.ptr<float>(), input.strides[0], y, output.strides[0],
-            first, pad_begin, n_pad);
+            first, pad_begin, n_pad, together);
       } else {
         rowwise_encode_kernel<Op, T><<<blocks_for(batch * per_row), kThreadsPerBlock, 0, stream>>>(
             op_, batch, n_groups_, group_in_, group_out_, input.ptr<float>(), input.strides[0], y, output.strides[0],
