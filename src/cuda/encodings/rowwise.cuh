@@ -67,9 +67,9 @@ struct encodes_ranges : std::false_type {};
 template <typename Op>
 struct encodes_ranges<Op, std::void_t<decltype(Op::kEncodesRanges)>> : std::bool_constant<Op::kEncodesRanges> {};
 
-// Ops whose groups are mostly 0 (OneBlob) may also set kChunksTogether and provide, under CUDA,
+// Ops whose groups are mostly 0 (OneBlob) may also set kEncodesChunksTogether and provide, under CUDA,
 //   __device__ void encode_chunks_together(const float* x, uint32_t k0, float (&out)[kOutputChunk]) const;
-// (encode_chunk's values, computed by a group's kChunksTogether lanes together, shuffling among
+// (encode_chunk's values, computed by a group's kChunksTogether lanes together, sharing among
 // themselves), which the forward calls where a group is exactly that many chunks and a row's
 // chunks fill whole segments of as many lanes (no padding slot).
 constexpr uint32_t kChunksTogether = 8;
@@ -77,7 +77,8 @@ template <typename Op, typename = void>
 struct encodes_chunks_together : std::false_type {};
 #if !defined(TINYFUSE_WITH_HIP)
 template <typename Op>
-struct encodes_chunks_together<Op, std::void_t<decltype(Op::kChunksTogether)>> : std::bool_constant<Op::kChunksTogether> {};
+struct encodes_chunks_together<Op, std::void_t<decltype(Op::kEncodesChunksTogether)>>
+    : std::bool_constant<Op::kEncodesChunksTogether> {};
 #endif
 
 constexpr uint32_t kOutputChunk = 8;
