@@ -116,18 +116,8 @@ rowwise_encode_chunks_kernel(Op op, int64_t batch, uint32_t n_groups, uint32_t g
   const uint32_t per_row = n_groups * chunks + (n_pad > 0 ? 1u : 0u);
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= batch * per_row) return;
-  // 32-bit division while i fits (a 64-bit one costs several times the instructions, a large
-  // share of a thread's here).
-  int64_t row;
-  uint32_t j;
-  if (i < (int64_t(1) << 32)) {
-    const uint32_t r = static_cast<uint32_t>(i) / per_row;
-    row = r;
-    j = static_cast<uint32_t>(i) - r * per_row;
-  } else {
-    row = i / per_row;
-    j = static_cast<uint32_t>(i % per_row);
-  }
+  const int64_t row = i / per_row;
+  const uint32_t j = static_cast<uint32_t>(i % per_row);
   T* y_row = y + row * ldy;
   if (j < n_groups * chunks) {
     const uint32_t g = j / chunks, k0 = (j % chunks) * kOutputChunk;
