@@ -43,11 +43,12 @@ __device__ __forceinline__ void load_feature_pair(const T* params, uint32_t e0, 
 // first, then every load (the far end predicated where it leaves the window), then the sums, so
 // both pairs' loads are in flight together (32 registers). Same loads and bits as the pair order.
 // Measured against that order, alternated twice in a call: W1's inference +4.5 / +3.3 % on an
-// H200 (2^18 / 2^20), within 1.5 % either way on an H100 (two calls). Not for 3-D cells: ptxas then issues their four pairs
-// two at a time at 40 registers, or all four at 46 with a bound of five blocks an SM, and W3's,
-// W4's and W4e's inference lost 2-3 % (bound, H200) and 3-5 % (unbound, H100): the kernel is bound
-// by the L2's rate (4.7-5.0 TB/s of sectors there), and fewer warps in flight, or the gathered
-// order's extra registers and predicates, cost more than the overlap gains.
+// H200 (2^18 / 2^20), within 1.5 % either way on an H100 (two calls). Not for 3-D cells: ptxas
+// then issues their four pairs two at a time at 40 registers, or all four at 46 with a bound of
+// five blocks an SM, and W3's, W4's and W4e's inference lost 2-3 % (bound, H200) and 3-5 %
+// (unbound, H100): the kernel is bound by the L2's rate (4.7-5.0 TB/s of sectors there), and fewer
+// warps in flight, or the gathered order's extra registers and predicates, cost more than the
+// overlap gains.
 template <typename T, uint32_t D, uint32_t F>
 __device__ __forceinline__ void sum_corners_gathered(const Launch& g, const LevelInfo& L, const Cell<D>& c,
                                                      const T* params, float* acc) {

@@ -7,12 +7,6 @@ namespace tinyfuse::cuda {
 
 namespace {
 
-// Where an input's features can be other than 0: the boundaries within three bins of the kernel's
-// centre x n (a term of the wrapped CDF is exactly 0 or 1 in float once |u| >= 1.5, so a bin
-// farther away has the same integer at both ends and gets exactly +0), and of its copy nearer the
-// domain (x + 1 for x < 1/2, else x - 1); the third copy is that far from every boundary in [0, 1]
-// when n_bins >= 8 and x lies in [0, 1]. Each window: eight boundaries, seven features.
-
 struct OneBlobOp {
   static constexpr bool kEncodesRanges = true;  // n_bins features per input: rowwise.cuh splits them
   static constexpr bool kEncodesChunksTogether = true;  // and encode_chunks_together() where it can
@@ -20,18 +14,24 @@ struct OneBlobOp {
 
 #if !defined(TINYFUSE_WITH_HIP)
   // encode_chunk()'s values, the eight lanes of an input (its chunks k0 = 0, 8, .., 56: rowwise.cuh
-  // calls this only for 57-64 bins, a row's chunks on whole 8-lane segments) sharing the work: the
-  // two windows' 16 boundaries, two a lane, with encode()'s expressions (boundary k at T(k) / n);
-  // the features go through the segment's 64 floats of shared memory (zeros, then the windows'
-  // 14 features at their bins) and each lane takes its chunk back. Each lane evaluated the 9
-  // boundaries of its own chunk before (696 us of W2's 1.46 ms inference at 2^21 on an H100).
-  // Inputs outside [0, 1] (or NaN) take encode_chunk().
+  // calls this only for 57-64 bins, a row's chunks on whole 8-lane segments) sharing the work.
+  // Only two windows of an input's features can be other than 0: the bins within three of the
+  // kernel's centre x n and of its copy nearer the domain (x + 1 for x < 1/2, else x - 1); a term
+  // of the wrapped CDF is exactly 0 or 1 in float once |u| >= 1.5, so a bin farther away has the
+  // same integer at both ends and gets exactly +0, and the third copy is that far from every
+  // boundary in [0, 1] (n_bins >= 8, x in [0, 1]). Each window is eight boundaries, two a lane,
+  // evaluated with encode()'s expressions (boundary k at T(k) / n); the features go through the
+  // segment's 64 floats of shared memory (zeros, then the windows' 14 features at their bins) and
+  // each lane takes its chunk back. Each lane evaluated the 9 boundaries of its own chunk before
+  // (696 us of W2's 1.46 ms inference at 2^21 on an H100; 346 us now). Inputs outside [0, 1] (or
+  // NaN) take encode_chunk().
   __device__ void encode_chunks_together(const float* x_ptr, uint32_t k0, float (&out)[kOutputChunk]) const {
     const float x = x_ptr[0];
     if (!(x >= 0.0f && x <= 1.0f)) return encode_chunk(x_ptr, k0, out);  // the segment's lanes agree
     constexpr uint32_t kSegments = kThreadsPerBlock / kChunksTogether;
     __shared__ float4 features[kSegments][kChunksTogether * kOutputChunk / 4];
-    const uint32_t lane = threadIdx.x % 32, segment = 0xFFu << (lane & ~7u), j = lane & 7u;
+    static_assert(gpu::kWarpSize == 32, "a segment's mask is 8 bits of a 32-lane warp's");
+    const uint32_t lane = threadIdx.x % gpu::kWarpSize, segment = 0xFFu << (lane & ~7u), j = lane & 7u;
     float4* mine_row = features[threadIdx.x / kChunksTogether];
     mine_row[2 * j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     mine_row[2 * j + 1] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
