@@ -30,24 +30,32 @@ struct OneBlobOp {
     if (!(x >= 0.0f && x <= 1.0f)) return encode_chunk(x_ptr, k0, out);  // the segment's lanes agree
     constexpr uint32_t kSegments = kThreadsPerBlock / kChunksTogether;
     __shared__ float4 features[kSegments][kChunksTogether * kOutputChunk / 4];
-    static_assert(gpu::kWarpSize == 32, "a segment's mask is 8 bits of a 32-lane warp's");
-    const uint32_t lane = threadIdx.x % gpu::kWarpSize, segment = 0xFFu << (lane & ~7u), j = lane & 7u;
+    // A segment is kChunksTogether lanes (an input's chunks); its two windows take half each.
+    static_assert(gpu::kWarpSize == 32 && gpu::kWarpSize % kChunksTogether == 0,
+                  "segments tile a 32-lane warp");
+    static_assert(kChunksTogether * kOutputChunk == 64 && kChunksTogether == 8,
+                  "two windows of eight boundaries, two a lane, over 64 bins");
+    constexpr uint32_t kWindowLanes = kChunksTogether / 2;
+    const uint32_t lane = threadIdx.x % gpu::kWarpSize, j = lane % kChunksTogether;
+    const uint32_t segment = ((1u << kChunksTogether) - 1) << (lane & ~(kChunksTogether - 1));
     float4* mine_row = features[threadIdx.x / kChunksTogether];
     mine_row[2 * j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     mine_row[2 * j + 1] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     const float n = static_cast<float>(n_bins);
     // Lane j: window j / 4 (0: the kernel at x; 1: its copy nearer the domain), its boundaries
     // 2 (j % 4) and + 1; feature i of a window is boundary i + 1's value less boundary i's.
-    const float centre = (j < 4 ? x : (x < 0.5f ? x + 1.0f : x - 1.0f)) * n;
-    const int first = static_cast<int>(floorf(centre)) - 3 + 2 * static_cast<int>(j % 4);
+    const float centre = (j < kWindowLanes ? x : (x < 0.5f ? x + 1.0f : x - 1.0f)) * n;
+    const int first = static_cast<int>(floorf(centre)) - 3 + 2 * static_cast<int>(j % kWindowLanes);
     const float c0 = oneblob_wrapped_cdf(static_cast<float>(first) / n, x, n);
     const float c1 = oneblob_wrapped_cdf(static_cast<float>(first + 1) / n, x, n);
-    const float c2 = __shfl_down_sync(segment, c0, 1, 8);  // boundary first + 2, the next lane's
+    // Boundary first + 2: the next lane's first.
+    const float c2 = __shfl_down_sync(segment, c0, 1, kChunksTogether);
     __syncwarp(segment);  // the zeros first
     float* row = reinterpret_cast<float*>(mine_row);
     if (first >= 0 && first < static_cast<int>(n_bins)) row[first] = c1 - c0;
     // The window's last lane has no next boundary: its second feature is past the window (0).
-    if (j % 4 != 3 && first + 1 >= 0 && first + 1 < static_cast<int>(n_bins)) row[first + 1] = c2 - c1;
+    const bool last_lane = j % kWindowLanes == kWindowLanes - 1;
+    if (!last_lane && first + 1 >= 0 && first + 1 < static_cast<int>(n_bins)) row[first + 1] = c2 - c1;
     __syncwarp(segment);
     const float4 a = mine_row[k0 / 4], b = mine_row[k0 / 4 + 1];
     out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w;
