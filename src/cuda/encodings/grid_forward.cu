@@ -12,6 +12,21 @@ namespace {
 // one window, one 16-byte load brings both (with W entries to a window, 1 - 1/W of the pairs; for
 // two FP16 features 1.25 loads a pair where aligned pairs alone took 1.5).
 
+// Entries k0 and, where `take1`, k1 of a 16-byte window of W entries into f0 and f1, chosen by
+// comparisons with constant indices, not by indexing `window` (which would put it on the stack).
+template <typename T, uint32_t W, uint32_t F>
+__device__ __forceinline__ void pick_from_window(const FeatureChunk<T, W * F>& window, uint32_t k0, uint32_t k1,
+                                                 bool take1, float* f0, float* f1) {
+#pragma unroll
+  for (uint32_t k = 0; k < W; ++k)
+#pragma unroll
+    for (uint32_t f = 0; f < F; ++f) {
+      const float v = to_float(window.v[k * F + f]);
+      if (k == k0) f0[f] = v;
+      if (take1 && k == k1) f1[f] = v;
+    }
+}
+
 // The features of entries e0 and e1, one pair at a time (the 3-D cells' order).
 template <typename T, uint32_t F>
 __device__ __forceinline__ void load_feature_pair(const T* params, uint32_t e0, uint32_t e1, bool vec, bool pairs,
@@ -21,17 +36,7 @@ __device__ __forceinline__ void load_feature_pair(const T* params, uint32_t e0, 
     if (pairs && (e0 ^ e1) < W) {
       const FeatureChunk<T, W * F> window =
           *reinterpret_cast<const FeatureChunk<T, W * F>*>(params + size_t(e0 & ~(W - 1)) * F);
-      const uint32_t k0 = e0 & (W - 1), k1 = e1 & (W - 1);
-      // Chosen by comparisons with constant indices, not by indexing `window` (which would put it on
-      // the stack).
-#pragma unroll
-      for (uint32_t k = 0; k < W; ++k)
-#pragma unroll
-        for (uint32_t f = 0; f < F; ++f) {
-          const float v = to_float(window.v[k * F + f]);
-          if (k == k0) f0[f] = v;
-          if (k == k1) f1[f] = v;
-        }
+      pick_from_window<T, W, F>(window, e0 & (W - 1), e1 & (W - 1), true, f0, f1);
       return;
     }
   }
@@ -75,21 +80,10 @@ __device__ __forceinline__ void sum_corners_gathered(const Launch& g, const Leve
   }
 #pragma unroll
   for (uint32_t p = 0; p < P; ++p) {
-    const uint32_t k0 = e0[p] & (W - 1), k1 = e1[p] & (W - 1);
-    const bool same = (e0[p] ^ e1[p]) < W;
     float f0[F] = {}, f1[F];
 #pragma unroll
     for (uint32_t f = 0; f < F; ++f) f1[f] = to_float(far[p].v[f]);
-    // Chosen by comparisons with constant indices, not by indexing `window` (which would put it
-    // on the stack).
-#pragma unroll
-    for (uint32_t k = 0; k < W; ++k)
-#pragma unroll
-      for (uint32_t f = 0; f < F; ++f) {
-        const float x = to_float(window[p].v[k * F + f]);
-        if (k == k0) f0[f] = x;
-        if (same && k == k1) f1[f] = x;
-      }
+    pick_from_window<T, W, F>(window[p], e0[p] & (W - 1), e1[p] & (W - 1), (e0[p] ^ e1[p]) < W, f0, f1);
     const float w0 = grid_corner_weight<float, D>(c.w, 2 * p), w1 = grid_corner_weight<float, D>(c.w, 2 * p + 1);
 #pragma unroll
     for (uint32_t f = 0; f < F; ++f) acc[f] = fmaf(w1, f1[f], fmaf(w0, f0[f], acc[f]));
