@@ -7,11 +7,12 @@
 // whichever kernel runs against its rounded-storage FP64 reference, and inference against
 // forward bit for bit). Widths 64 and 128 (the kernel's), inputs narrower / wider than the hidden
 // layers and not multiples of 64, outputs padded (5 -> 16) and wider than 16 but not the hidden
-// width, depths 1-4, ReLU / LeakyReLU / Tanh / Sine with None / Sigmoid outputs, batches
-// 1 .. 300001, strided views, parameters off the 16-byte grid (the square kernel is for aligned
-// ones); outputs poisoned with NaN first. The square 64-wide ReLU network runs on the kernel that
-// moves whole tiles by tensor copies (hopper/tma_kernel.cuh) where its rows allow, else on the
-// row-copying square instance (FusedKernelOptions::tma): both are checked, and which one ran. Runs
+// width, depths 1-5 (five 128-wide layers fit three warpgroups a block only with one input stage a
+// warp), ReLU / LeakyReLU / Tanh / Sine with None / Sigmoid outputs, batches 1 .. 300001, strided
+// views, parameters off the 16-byte grid (the square kernel is for aligned ones); outputs poisoned
+// with NaN first. The square 64-wide ReLU network runs on the kernel that moves whole tiles by
+// tensor copies (hopper/tma_kernel.cuh) where its rows allow, else on the row-copying square
+// instance (FusedKernelOptions::tma): both are checked, and which one ran. Runs
 // on the device machine; skips without a GPU, and without a compute capability 9.0 device or sm_90a
 // code in the build.
 #include <gtest/gtest.h>
@@ -155,6 +156,7 @@ const Case kShapes[] = {
     {DType::F16, 96, 128, 1, 48, "", "", 0, false},    // input over two blocks, output in 16-column pieces
     {DType::F16, 16, 64, 4, 32, "", "", 0, false},
     {DType::F16, 256, 64, 2, 16, "", "", 0, false},    // the widest input the pipelined kernels take
+    {DType::F16, 128, 128, 5, 3, "", "", 0, false},    // W2's network: 164 KB of weights, one input stage a warp
 };
 
 TEST_F(FusedWgmma, MatchesTheMmaKernelAndTheReference) {

@@ -27,26 +27,44 @@ int preferred_groups(int width) { return width == 128 ? 3 : 2; }
 // (docs/PERFORMANCE.md).
 constexpr int kStages = 2;
 
+// A launch of the row-copying kernel with `groups` warpgroups a block and STAGES input tiles a
+// warp; none where the block does not fit the device.
+template <typename T, int WIDTH, int STAGES, Epilogue HIDDEN, Epilogue OUT, bool SQUARE>
+FusedPlan plan_rows_launch(const PlanInputs& in, const wgmma::Plan& wp, int groups) {
+  const void* kernel = reinterpret_cast<const void*>(wgmma::inference_kernel<T, WIDTH, STAGES, HIDDEN, OUT, SQUARE>);
+  const size_t smem = wgmma::launch_smem_bytes(wp, groups, STAGES);
+  const int threads = groups * wgmma::kGroupThreads;
+  const int64_t blocks = persistent_grid_blocks(*in.device, kernel, threads, smem, wp.n_tiles, groups);
+  if (blocks < 1) return {};
+  FusedPlan p;
+  p.kernel = FusedKernel::Wgmma;
+  p.function = kernel;
+  p.blocks = static_cast<unsigned>(blocks);
+  p.threads = static_cast<unsigned>(threads);
+  p.smem = smem;
+  p.params.shape = kernel_shape(in.shape, true);
+  p.params.n_tiles = wp.n_tiles;
+  p.params.wgmma = wp;
+  return p;
+}
+
+// As many warpgroups a block as fit, up to the preferred number; at 128 wide a warpgroup more
+// beats a second input stage: deep networks (five 128-wide layers: 164 KB of weights) hold one
+// warpgroup with two stages but three with one, and the other warpgroups' products hide each
+// warp's wait for its next tile (docs/PERFORMANCE.md).
 template <typename T, int WIDTH, Epilogue HIDDEN, Epilogue OUT, bool SQUARE>
 FusedPlan plan_rows_kernel(const PlanInputs& in) {
   const wgmma::Plan wp =
       wgmma::make_plan(WIDTH, in.shape, in.layout.ld_in, in.layout.ld_out, in.batch, static_cast<int>(sizeof(T)));
-  const void* kernel = reinterpret_cast<const void*>(wgmma::inference_kernel<T, WIDTH, kStages, HIDDEN, OUT, SQUARE>);
   for (int groups = preferred_groups(WIDTH); groups >= 1; --groups) {
-    const size_t smem = wgmma::launch_smem_bytes(wp, groups, kStages);
-    const int threads = groups * wgmma::kGroupThreads;
-    const int64_t blocks = persistent_grid_blocks(*in.device, kernel, threads, smem, wp.n_tiles, groups);
-    if (blocks < 1) continue;
-    FusedPlan p;
-    p.kernel = FusedKernel::Wgmma;
-    p.function = kernel;
-    p.blocks = static_cast<unsigned>(blocks);
-    p.threads = static_cast<unsigned>(threads);
-    p.smem = smem;
-    p.params.shape = kernel_shape(in.shape, true);
-    p.params.n_tiles = wp.n_tiles;
-    p.params.wgmma = wp;
-    return p;
+    FusedPlan p = plan_rows_launch<T, WIDTH, kStages, HIDDEN, OUT, SQUARE>(in, wp, groups);
+    if (p.kernel != FusedKernel::None) return p;
+    if constexpr (WIDTH == 128) {
+      if (groups > 1) {
+        p = plan_rows_launch<T, WIDTH, 1, HIDDEN, OUT, SQUARE>(in, wp, groups);
+        if (p.kernel != FusedKernel::None) return p;
+      }
+    }
   }
   return {};  // too deep for shared memory: the pipelined kernel is asked next
 }
