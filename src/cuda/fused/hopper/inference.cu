@@ -32,7 +32,7 @@ constexpr int kStages = 2;
 template <typename T, int WIDTH, int STAGES, Epilogue HIDDEN, Epilogue OUT, bool SQUARE>
 FusedPlan plan_rows_launch(const PlanInputs& in, const wgmma::Plan& wp, int groups) {
   const void* kernel = reinterpret_cast<const void*>(wgmma::inference_kernel<T, WIDTH, STAGES, HIDDEN, OUT, SQUARE>);
-  const size_t smem = wgmma::launch_smem_bytes(wp, groups, STAGES);
+  const size_t smem = wgmma::launch_smem_bytes(wp, groups, STAGES, in.shape.out_width, static_cast<int>(sizeof(T)));
   const int threads = groups * wgmma::kGroupThreads;
   const int64_t blocks = persistent_grid_blocks(*in.device, kernel, threads, smem, wp.n_tiles, groups);
   if (blocks < 1) return {};

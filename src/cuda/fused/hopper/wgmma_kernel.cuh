@@ -13,7 +13,10 @@
 //    layout, so their finished pairs are the next layer's A fragments (A from registers);
 //  - each warp copies its own 16 input rows global -> shared (16-byte cp.async, two stages) and
 //    writes its 16 output rows back through the same stage with 16-byte streaming stores, so
-//    warps never wait for each other except inside wgmma (warpgroup-wide by definition).
+//    warps never wait for each other except inside wgmma (warpgroup-wide by definition). Where
+//    two stages leave room for fewer warpgroups (deep 128-wide networks), one stage: the next
+//    tile's rows are asked for once layer 0 has read this one's, and the output goes through a
+//    stage of its own, as wide as the output.
 // A layer is one batch of wgmma then a wait; the block's other warpgroups keep the tensor cores
 // busy meanwhile. Same rounding points as every fused kernel (epilogue.cuh), and the tensor
 // cores sum a 16-deep product as they do for mma.sync: the results are the mma.sync kernels'
@@ -95,9 +98,16 @@ inline Plan make_plan(int width, const FusedShape& shape, int64_t ld_in, int64_t
   p.full_tiles = batch / kGroupRows;
   return p;
 }
+// Bytes per row of a warp's output stage: with one input stage a warp (own_out_stage below) the
+// output has a stage of its own, as wide as the output; with two, it goes through the input's.
+__host__ __device__ constexpr int out_stage_pitch(int out_width, int elem_bytes) { return (out_width + kSmemPad) * elem_bytes; }
+__host__ __device__ constexpr bool own_out_stage(int stages) { return stages == 1; }
+
 // Shared bytes of a launch: the weights (+ 1024 alignment slack) and each warp's stages.
-inline size_t launch_smem_bytes(const Plan& p, int groups, int stages) {
-  return 1024 + static_cast<size_t>(p.weights_bytes) + static_cast<size_t>(groups) * 4 * stages * kWarpRows * p.pitch;
+inline size_t launch_smem_bytes(const Plan& p, int groups, int stages, int out_width, int elem_bytes) {
+  const size_t warp_bytes = static_cast<size_t>(stages) * kWarpRows * p.pitch +
+                            (own_out_stage(stages) ? static_cast<size_t>(kWarpRows) * out_stage_pitch(out_width, elem_bytes) : 0);
+  return 1024 + static_cast<size_t>(p.weights_bytes) + static_cast<size_t>(groups) * 4 * warp_bytes;
 }
 
 // One layer's weights into the swizzled layout at `dst`, by the whole block, any input width:
@@ -398,7 +408,12 @@ __device__ __forceinline__ void inference_body(const KernelShape& s, const Forwa
   const int in_width = SQUARE ? WIDTH : s.in_width, out_width = SQUARE ? WIDTH : s.out_width;
   const int in_chunks = SQUARE ? WIDTH / 8 : p.in_chunks, out_chunks = SQUARE ? WIDTH / 8 : p.out_chunks;
   const int pitch = SQUARE ? kSquarePitch : p.pitch, stage_bytes = kWarpRows * pitch;
-  const uint32_t stages = w_base + p.weights_bytes + warp * STAGES * stage_bytes;
+  // With one input stage the next tile's rows are asked for as soon as layer 0 has read this one's,
+  // and the output goes through a stage of its own.
+  constexpr bool kOwnOut = own_out_stage(STAGES);
+  const int out_pitch = kOwnOut ? out_stage_pitch(out_width, static_cast<int>(sizeof(T))) : pitch;
+  const int warp_bytes = STAGES * stage_bytes + (kOwnOut ? kWarpRows * out_pitch : 0);
+  const uint32_t stages = w_base + p.weights_bytes + warp * warp_bytes;
   const int64_t first = static_cast<int64_t>(blockIdx.x) * groups + group;
   const int64_t step = static_cast<int64_t>(gridDim.x) * groups;
   const int64_t batch = args.batch, n_tiles = p.n_tiles;
@@ -432,7 +447,7 @@ __device__ __forceinline__ void inference_body(const KernelShape& s, const Forwa
     px::cp_async_commit();
   }
   const RowWalk out_walk(lane, SQUARE ? lane / out_chunks : lane_row(lane, p.out_per_chunk), out_chunks,
-                         SQUARE ? kWarpSize / out_chunks : p.out_rows_per_step, p.ld_out, pitch);
+                         SQUARE ? kWarpSize / out_chunks : p.out_rows_per_step, p.ld_out, out_pitch);
   TF_TIMELINE_MARK(kMarkIssued);
   px::cp_async_wait<STAGES - 1>();
   fence_proxy_async();
@@ -442,6 +457,7 @@ __device__ __forceinline__ void inference_body(const KernelShape& s, const Forwa
   int st = 0, n = 0;
   for (int64_t tile = first; tile < n_tiles; tile += step, ++n) {
     const uint32_t stage = stages + st * stage_bytes;
+    const uint32_t out_stage = kOwnOut ? stages + stage_bytes : stage;
     const int64_t row0 = warp_row0(tile);
     px::cp_async_wait<STAGES - 1>();  // this tile's copies (this lane's) have landed
     __syncwarp();                      // ... and every lane's
@@ -451,22 +467,30 @@ __device__ __forceinline__ void inference_body(const KernelShape& s, const Forwa
       float d[WIDTH / 2];
       uint32_t a[KS][4];
       first_product<T, WIDTH>(d, stage, pitch, in_width, w_base, lane);
+      if constexpr (kOwnOut) {
+        __syncwarp();  // every lane's reads of the input in this stage are done before the next tile's land
+        const int64_t next = tile + STAGES * step;
+        if (next < n_tiles) load_tile(stage, next);
+        px::cp_async_commit();
+      }
       const uint32_t w = hidden_layers<T, WIDTH, HIDDEN>(a, d, w_base + p.first_layer_bytes, s);
-      __syncwarp();  // every lane's reads of the input in this stage are done before it is overwritten
-      output_layer<T, WIDTH, OUT>(a, d, w, out_width, stage, pitch, s.out_act, lane);
+      if constexpr (!kOwnOut) __syncwarp();  // every lane's reads of the input are done before the output overwrites it
+      output_layer<T, WIDTH, OUT>(a, d, w, out_width, out_stage, out_pitch, s.out_act, lane);
       __syncwarp();
     }
     if (n < kMarkTiles) TF_TIMELINE_MARK(kMarkTile + 3 * n + 1);
     if (tile < p.full_tiles)
-      store_full_rows<SQUARE, WIDTH / 8>(stage, out + row0 * p.ld_out, out_walk);
+      store_full_rows<SQUARE, WIDTH / 8>(out_stage, out + row0 * p.ld_out, out_walk);
     else
-      store_rows(stage, out + row0 * p.ld_out, out_walk, rows_inside(row0, batch));
-    __syncwarp();  // the stage is read out before the next copy into it
+      store_rows(out_stage, out + row0 * p.ld_out, out_walk, rows_inside(row0, batch));
+    __syncwarp();  // the stage is read out before the next copy (or output) into it
     if (n < kMarkTiles) TF_TIMELINE_MARK(kMarkTile + 3 * n + 2);
 
-    const int64_t next = tile + STAGES * step;
-    if (next < n_tiles) load_tile(stage, next);
-    px::cp_async_commit();
+    if constexpr (!kOwnOut) {
+      const int64_t next = tile + STAGES * step;
+      if (next < n_tiles) load_tile(stage, next);
+      px::cp_async_commit();
+    }
     st = st + 1 == STAGES ? 0 : st + 1;
   }
   px::cp_async_wait<0>();
