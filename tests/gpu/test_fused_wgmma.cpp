@@ -119,7 +119,11 @@ class FusedWgmma : public ::testing::Test {
     out.poison();
     mma_net->inference(in.view, out.view);
     const std::vector<double> mma = download(out.view);
-    EXPECT_EQ(cuda::fused_kernel_used(*mma_net, fused::FusedPass::Inference), fused::FusedKernel::Pipelined);
+    // The mma.sync reference: the pipelined kernel, or the general one where the layers do not fit
+    // its shared memory (five 128-wide layers).
+    const fused::FusedKernel reference = cuda::fused_kernel_used(*mma_net, fused::FusedPass::Inference);
+    EXPECT_TRUE(reference == fused::FusedKernel::Pipelined || reference == fused::FusedKernel::General)
+        << "the reference network ran " << fused::to_string(reference);
 
     // FP16 / BF16 -> double is exact, so equal doubles are equal bits (and -0 stays apart from +0).
     int64_t unwritten = 0, same = 0;
