@@ -194,7 +194,7 @@ class Probe {
     args.output = s.output;
     args.ld_out = kWidth;
     const wg::Plan p = wg::make_plan(kWidth, fs, args.ld_in, args.ld_out, args.batch, 2);
-    const size_t smem = wg::launch_smem_bytes(p, shape.groups, kStages) +
+    const size_t smem = wg::launch_smem_bytes(p, shape.groups, kStages, kWidth, 2) +
                         (MARK ? marks_smem(shape.groups * 4, wg::kMarkCount) : 0);
     const auto kernel = square_kernel();
     set_marking(MARK);
