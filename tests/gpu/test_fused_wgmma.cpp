@@ -201,7 +201,8 @@ TEST_F(FusedWgmma, ParametersOffTheSixteenByteGridStillMatch) {
         }
 }
 
-// Many tiles per warpgroup (the persistent loop and its two stages), and strided (staged) views.
+// Many tiles per warpgroup (the persistent loop and its stages: two a warp, one for W2's shape), and
+// strided (staged) views.
 TEST_F(FusedWgmma, LargeBatchesAndStridedViews) {
   uint64_t seed = 500;
   for (Case c : kShapes) {
