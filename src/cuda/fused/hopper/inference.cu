@@ -48,24 +48,28 @@ FusedPlan plan_rows_launch(const PlanInputs& in, const wgmma::Plan& wp, int grou
   return p;
 }
 
-// As many warpgroups a block as fit, up to the preferred number; at 128 wide a warpgroup more
-// beats a second input stage: five 128-wide layers (W2's network: 164 KB of weights) hold one
-// warpgroup with two stages a warp but three with one (the next tile asked for after layer 0,
-// the output through a stage of its own). W2's network kernel at 2^21 rows on an H100: 745 us
-// with one warpgroup, 451 us with three (docs/PERFORMANCE.md).
+// As many warpgroups a block as fit with two input stages a warp, up to the preferred number. At
+// 128 wide, where that is one warpgroup (five 128-wide layers, W2's network: 164 KB of weights),
+// every layer's products wait on its own epilogue: then as many warpgroups as fit with one stage
+// a warp (the next tile asked for after layer 0, the output through a stage of its own). W2's
+// network kernel at 2^21 rows on an H100: 745 us with one warpgroup, 451 us with three
+// (docs/PERFORMANCE.md). Shapes where two stages fit two warpgroups keep them: one stage with
+// more is not measured there.
 template <typename T, int WIDTH, Epilogue HIDDEN, Epilogue OUT, bool SQUARE>
 FusedPlan plan_rows_kernel(const PlanInputs& in) {
   const wgmma::Plan wp =
       wgmma::make_plan(WIDTH, in.shape, in.layout.ld_in, in.layout.ld_out, in.batch, static_cast<int>(sizeof(T)));
   for (int groups = preferred_groups(WIDTH); groups >= 1; --groups) {
-    FusedPlan p = plan_rows_launch<T, WIDTH, kStages, HIDDEN, OUT, SQUARE>(in, wp, groups);
-    if (p.kernel != FusedKernel::None) return p;
+    const FusedPlan p = plan_rows_launch<T, WIDTH, kStages, HIDDEN, OUT, SQUARE>(in, wp, groups);
+    if (p.kernel == FusedKernel::None) continue;
     if constexpr (WIDTH == 128) {
-      if (groups > 1) {
-        p = plan_rows_launch<T, WIDTH, 1, HIDDEN, OUT, SQUARE>(in, wp, groups);
-        if (p.kernel != FusedKernel::None) return p;
-      }
+      if (groups == 1)
+        for (int more = preferred_groups(WIDTH); more > 1; --more) {
+          const FusedPlan q = plan_rows_launch<T, WIDTH, 1, HIDDEN, OUT, SQUARE>(in, wp, more);
+          if (q.kernel != FusedKernel::None) return q;
+        }
     }
+    return p;
   }
   return {};  // too deep for shared memory: the pipelined kernel is asked next
 }
