@@ -27,23 +27,32 @@ int preferred_groups(int width) { return width == 128 ? 3 : 2; }
 // (docs/PERFORMANCE.md).
 constexpr int kStages = 2;
 
+// A persistent launch of `kernel` (either Hopper kernel) with `groups` warpgroups a block over
+// `n_tiles` 64-row tiles; none where the block does not fit the device. The caller adds its
+// family's constants (params.wgmma or params.tma).
+FusedPlan plan_persistent(FusedKernel kind, const void* kernel, int groups, size_t smem, int64_t n_tiles,
+                          const PlanInputs& in) {
+  const int threads = groups * wgmma::kGroupThreads;
+  const int64_t blocks = persistent_grid_blocks(*in.device, kernel, threads, smem, n_tiles, groups);
+  if (blocks < 1) return {};
+  FusedPlan p;
+  p.kernel = kind;
+  p.function = kernel;
+  p.blocks = static_cast<unsigned>(blocks);
+  p.threads = static_cast<unsigned>(threads);
+  p.smem = smem;
+  p.params.shape = kernel_shape(in.shape, true);
+  p.params.n_tiles = n_tiles;
+  return p;
+}
+
 // A launch of the row-copying kernel with `groups` warpgroups a block and STAGES input tiles a
 // warp; none where the block does not fit the device.
 template <typename T, int WIDTH, int STAGES, Epilogue HIDDEN, Epilogue OUT, bool SQUARE>
 FusedPlan plan_rows_launch(const PlanInputs& in, const wgmma::Plan& wp, int groups) {
   const void* kernel = reinterpret_cast<const void*>(wgmma::inference_kernel<T, WIDTH, STAGES, HIDDEN, OUT, SQUARE>);
   const size_t smem = wgmma::launch_smem_bytes(wp, groups, STAGES, in.shape.out_width, static_cast<int>(sizeof(T)));
-  const int threads = groups * wgmma::kGroupThreads;
-  const int64_t blocks = persistent_grid_blocks(*in.device, kernel, threads, smem, wp.n_tiles, groups);
-  if (blocks < 1) return {};
-  FusedPlan p;
-  p.kernel = FusedKernel::Wgmma;
-  p.function = kernel;
-  p.blocks = static_cast<unsigned>(blocks);
-  p.threads = static_cast<unsigned>(threads);
-  p.smem = smem;
-  p.params.shape = kernel_shape(in.shape, true);
-  p.params.n_tiles = wp.n_tiles;
+  FusedPlan p = plan_persistent(FusedKernel::Wgmma, kernel, groups, smem, wp.n_tiles, in);
   p.params.wgmma = wp;
   return p;
 }
@@ -86,18 +95,8 @@ FusedPlan plan_tma_kernel(const PlanInputs& in) {
   tp.n_tiles = (in.batch + wgmma::kGroupRows - 1) / wgmma::kGroupRows;
   const size_t smem = wgmma::tma_smem_bytes(tp.weights_bytes, wgmma::kTmaGroups);
   const void* kernel = reinterpret_cast<const void*>(wgmma::tma_inference_kernel<T, Epilogue::Relu, Epilogue::Identity>);
-  const int threads = wgmma::kTmaGroups * wgmma::kGroupThreads;
-  const int64_t blocks = persistent_grid_blocks(*in.device, kernel, threads, smem, tp.n_tiles, wgmma::kTmaGroups);
-  if (blocks < 1) return {};  // too deep for shared memory
-  FusedPlan p;
-  p.kernel = FusedKernel::WgmmaTma;
-  p.function = kernel;
-  p.blocks = static_cast<unsigned>(blocks);
-  p.threads = static_cast<unsigned>(threads);
-  p.smem = smem;
-  p.params.shape = kernel_shape(in.shape, true);
-  p.params.n_tiles = tp.n_tiles;
-  p.params.tma = tp;
+  FusedPlan p = plan_persistent(FusedKernel::WgmmaTma, kernel, wgmma::kTmaGroups, smem, tp.n_tiles, in);
+  p.params.tma = tp;  // none (FusedKernel::None) where too deep for shared memory
   return p;
 }
 

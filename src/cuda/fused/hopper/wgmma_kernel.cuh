@@ -102,12 +102,16 @@ inline Plan make_plan(int width, const FusedShape& shape, int64_t ld_in, int64_t
 // output has a stage of its own, as wide as the output; with two, it goes through the input's.
 __host__ __device__ constexpr int out_stage_pitch(int out_width, int elem_bytes) { return (out_width + kSmemPad) * elem_bytes; }
 __host__ __device__ constexpr bool own_out_stage(int stages) { return stages == 1; }
+// Shared bytes of a warp's stages, each input stage `stage_bytes` (kWarpRows rows): the host sizes
+// the launch by it, the kernel lays the stages out by it.
+__host__ __device__ constexpr int warp_stage_bytes(int stages, int stage_bytes, int out_pitch) {
+  return stages * stage_bytes + (own_out_stage(stages) ? kWarpRows * out_pitch : 0);
+}
 
 // Shared bytes of a launch: the weights (+ 1024 alignment slack) and each warp's stages.
 inline size_t launch_smem_bytes(const Plan& p, int groups, int stages, int out_width, int elem_bytes) {
-  const size_t warp_bytes = static_cast<size_t>(stages) * kWarpRows * p.pitch +
-                            (own_out_stage(stages) ? static_cast<size_t>(kWarpRows) * out_stage_pitch(out_width, elem_bytes) : 0);
-  return 1024 + static_cast<size_t>(p.weights_bytes) + static_cast<size_t>(groups) * 4 * warp_bytes;
+  const int warp_bytes = warp_stage_bytes(stages, kWarpRows * p.pitch, out_stage_pitch(out_width, elem_bytes));
+  return 1024 + static_cast<size_t>(p.weights_bytes) + static_cast<size_t>(groups) * 4 * static_cast<size_t>(warp_bytes);
 }
 
 // One layer's weights into the swizzled layout at `dst`, by the whole block, any input width:
@@ -412,7 +416,7 @@ __device__ __forceinline__ void inference_body(const KernelShape& s, const Forwa
   // and the output goes through a stage of its own.
   constexpr bool kOwnOut = own_out_stage(STAGES);
   const int out_pitch = kOwnOut ? out_stage_pitch(out_width, static_cast<int>(sizeof(T))) : pitch;
-  const int warp_bytes = STAGES * stage_bytes + (kOwnOut ? kWarpRows * out_pitch : 0);
+  const int warp_bytes = warp_stage_bytes(STAGES, stage_bytes, out_pitch);
   const uint32_t stages = w_base + p.weights_bytes + warp * warp_bytes;
   const int64_t first = static_cast<int64_t>(blockIdx.x) * groups + group;
   const int64_t step = static_cast<int64_t>(gridDim.x) * groups;
