@@ -11,6 +11,7 @@ struct OneBlobOp {
   static constexpr bool kEncodesRanges = true;  // n_bins features per input: rowwise.cuh splits them
   static constexpr bool kEncodesChunksTogether = true;  // and encode_chunks_together() where it can
   uint32_t n_bins;
+  float inv_bins;  // 1 / n_bins where that is exact (a power of two), else 0
 
 #if !defined(TINYFUSE_WITH_HIP)
   // encode_chunk()'s values, the eight lanes of an input (its chunks k0 = 0, 8, .., 56: rowwise.cuh
@@ -46,8 +47,11 @@ struct OneBlobOp {
     // 2 (j % 4) and + 1; feature i of a window is boundary i + 1's value less boundary i's.
     const float centre = (j < kWindowLanes ? x : (x < 0.5f ? x + 1.0f : x - 1.0f)) * n;
     const int first = static_cast<int>(floorf(centre)) - 3 + 2 * static_cast<int>(j % kWindowLanes);
-    const float c0 = oneblob_wrapped_cdf(static_cast<float>(first) / n, x, n);
-    const float c1 = oneblob_wrapped_cdf(static_cast<float>(first + 1) / n, x, n);
+    // Boundary k at T(k) / n; where n is a power of two (64 bins) that is T(k) * (1 / n) exactly,
+    // without the division's instructions.
+    auto boundary = [&](int k) { return inv_bins != 0.0f ? static_cast<float>(k) * inv_bins : static_cast<float>(k) / n; };
+    const float c0 = oneblob_wrapped_cdf(boundary(first), x, n);
+    const float c1 = oneblob_wrapped_cdf(boundary(first + 1), x, n);
     // Boundary first + 2: the next lane's first.
     const float c2 = __shfl_down_sync(segment, c0, 1, kChunksTogether);
     __syncwarp(segment);  // the zeros first
@@ -86,7 +90,9 @@ struct OneBlobOp {
 }  // namespace
 
 std::unique_ptr<GpuEncoding> make_oneblob_encoding(const OneBlobSpec& spec, uint32_t n_dims) {
-  return std::make_unique<RowwiseGpuEncoding<OneBlobOp>>("OneBlob", OneBlobOp{spec.n_bins}, n_dims, 1, spec.n_bins, false,
+  const bool power_of_two = spec.n_bins > 0 && (spec.n_bins & (spec.n_bins - 1)) == 0;
+  const OneBlobOp op{spec.n_bins, power_of_two ? 1.0f / static_cast<float>(spec.n_bins) : 0.0f};
+  return std::make_unique<RowwiseGpuEncoding<OneBlobOp>>("OneBlob", op, n_dims, 1, spec.n_bins, false,
                                                          json{{"otype", "OneBlob"}, {"n_bins", spec.n_bins}});
 }
 
