@@ -73,7 +73,8 @@ const char* kUsage =
     "  --workload-dir D  where the workload files are (default: the source tree's benchmarks/workloads/configs)\n"
     "  --fused-kernels L cuda: FullyFusedMLP kernel families to leave out (BuildOptions::fused_kernels):\n"
     "                    no-hopper, no-tma, general (the general kernels only), no-folded-loss,\n"
-    "                    no-fused-weight-grads, no-one-kernel-step, no-fused-second-order\n"
+    "                    no-fused-weight-grads, no-one-kernel-step, no-fused-second-order,\n"
+    "                    no-encoding-inference\n"
     "  --help, -h        this text\n";
 
 struct UsageError {
@@ -211,11 +212,11 @@ Options parse_args(int argc, char** argv) {
     } else if (name == "fused-kernels") {
       static const std::vector<std::string> choices = {"no-hopper", "no-tma", "general", "no-folded-loss",
                                                        "no-fused-weight-grads", "no-one-kernel-step",
-                                                       "no-fused-second-order"};
+                                                       "no-fused-second-order", "no-encoding-inference"};
       for (const std::string& k : split_list(name, value, "no-tma,no-one-kernel-step")) {
         if (std::find(choices.begin(), choices.end(), k) == choices.end()) {
           std::string msg = "--fused-kernels takes no-hopper, no-tma, general, no-folded-loss, no-fused-weight-grads, "
-                            "no-one-kernel-step, no-fused-second-order; got '" + k + "'";
+                            "no-one-kernel-step, no-fused-second-order, no-encoding-inference; got '" + k + "'";
           const std::string guess = tinyfuse::closest_match(k, choices);
           if (!guess.empty()) msg += " (did you mean '" + guess + "'?)";
           throw UsageError{msg};
@@ -227,6 +228,7 @@ Options parse_args(int argc, char** argv) {
          : k == "no-folded-loss"      ? f.folded_loss
          : k == "no-fused-weight-grads" ? f.fused_weight_grads
          : k == "no-one-kernel-step"  ? f.one_kernel_step
+         : k == "no-encoding-inference" ? f.encoding_inference
                                       : f.fused_second_order) = false;
         o.fused_kernels_left_out.push_back(k);
       }

@@ -20,6 +20,10 @@ struct FusedKernelOptions {
   // the weight-gradient kernels; false: an FP32 network recomputed from the parameters and the
   // portable FP32 sweeps (slower, FP32 throughout; the two agree to FP16 rounding).
   bool fused_second_order = true;
+  // Inference behind OneBlob (NetworkWithInputEncoding; FP16, sm_90) in one kernel that makes the
+  // features in shared memory as the first layer's input; false: OneBlob's kernel writes them,
+  // then the network's inference reads them. Same bits.
+  bool encoding_inference = true;
 };
 
 }  // namespace tinyfuse

@@ -15,7 +15,9 @@ struct ComposedContext : Context {
 class NetworkWithInputEncoding final : public DifferentiableObject {
  public:
   NetworkWithInputEncoding(std::shared_ptr<Encoding> encoding, std::shared_ptr<Network> network)
-      : encoding_(std::move(encoding)), network_(std::move(network)) {
+      : encoding_(std::move(encoding)),
+        network_(std::move(network)),
+        fuses_(dynamic_cast<FusesEncodingInference*>(network_.get())) {
     if (encoding_->device() != network_->device())
       throw UnsupportedError("NetworkWithInputEncoding: encoding on " + to_string(encoding_->device()) +
                              " but network on " + to_string(network_->device()) + "; build both for one device");
@@ -71,6 +73,7 @@ class NetworkWithInputEncoding final : public DifferentiableObject {
   }
 
   void inference(const TensorView& input, const TensorView& output) override {
+    if (fuses_ && fuses_->inference_through(*encoding_, input, output)) return;
     Buffer encoded;
     TensorView enc = encoded_view(encoded, input);
     encoding_->inference(input, enc);
@@ -239,6 +242,7 @@ class NetworkWithInputEncoding final : public DifferentiableObject {
 
   std::shared_ptr<Encoding> encoding_;
   std::shared_ptr<Network> network_;
+  FusesEncodingInference* fuses_;  // network_ where it can run the encoding inside its inference, else null
 };
 
 }  // namespace

@@ -42,6 +42,17 @@ TF_HOST_DEVICE inline T quartic_pdf_derivative(T t, T inv_radius) {
 }
 
 // Wrapped CDF at bin boundary b of the kernel centred on x.
+// Bin boundary k, k / n, as the CUDA kernels that evaluate a few boundaries each compute it: where
+// n is a power of two, `inv_bins` is 1 / n (exact) and k * inv_bins is k / n without a division;
+// otherwise inv_bins is 0 and they divide. Both give the same bits.
+TF_HOST_DEVICE inline float oneblob_boundary(int k, float n, float inv_bins) {
+  return inv_bins != 0.0f ? static_cast<float>(k) * inv_bins : static_cast<float>(k) / n;
+}
+// inv_bins for oneblob_boundary: 1 / n_bins where that is exact, else 0.
+inline float oneblob_inv_bins(uint32_t n_bins) {
+  return n_bins > 0 && (n_bins & (n_bins - 1)) == 0 ? 1.0f / static_cast<float>(n_bins) : 0.0f;
+}
+
 template <typename T>
 TF_HOST_DEVICE inline T oneblob_wrapped_cdf(T b, T x, T inv_radius) {
   const T t = b - x;

@@ -11,7 +11,7 @@ struct OneBlobOp {
   static constexpr bool kEncodesRanges = true;  // n_bins features per input: rowwise.cuh splits them
   static constexpr bool kEncodesChunksTogether = true;  // and encode_chunks_together() where it can
   uint32_t n_bins;
-  float inv_bins;  // 1 / n_bins where that is exact (a power of two), else 0
+  float inv_bins;  // oneblob_inv_bins(n_bins): boundaries without a division where exact
 
 #if !defined(TINYFUSE_WITH_HIP)
   // encode_chunk()'s values, the eight lanes of an input (its chunks k0 = 0, 8, .., 56: rowwise.cuh
@@ -47,11 +47,8 @@ struct OneBlobOp {
     // 2 (j % 4) and + 1; feature i of a window is boundary i + 1's value less boundary i's.
     const float centre = (j < kWindowLanes ? x : (x < 0.5f ? x + 1.0f : x - 1.0f)) * n;
     const int first = static_cast<int>(floorf(centre)) - 3 + 2 * static_cast<int>(j % kWindowLanes);
-    // Boundary k at T(k) / n; where n is a power of two (64 bins) that is T(k) * (1 / n) exactly,
-    // without the division's instructions.
-    auto boundary = [&](int k) { return inv_bins != 0.0f ? static_cast<float>(k) * inv_bins : static_cast<float>(k) / n; };
-    const float c0 = oneblob_wrapped_cdf(boundary(first), x, n);
-    const float c1 = oneblob_wrapped_cdf(boundary(first + 1), x, n);
+    const float c0 = oneblob_wrapped_cdf(oneblob_boundary(first, n, inv_bins), x, n);
+    const float c1 = oneblob_wrapped_cdf(oneblob_boundary(first + 1, n, inv_bins), x, n);
     // Boundary first + 2: the next lane's first.
     const float c2 = __shfl_down_sync(segment, c0, 1, kChunksTogether);
     __syncwarp(segment);  // the zeros first
@@ -89,9 +86,24 @@ struct OneBlobOp {
 
 }  // namespace
 
+std::optional<fused::OneBlobInput> fused_oneblob_input(const Encoding& encoding, const TensorView& input) {
+  const auto* oneblob = dynamic_cast<const RowwiseGpuEncoding<OneBlobOp>*>(&encoding);
+  if (!oneblob || oneblob->output_dtype() != DType::F16 || oneblob->input_width() > fused::kOneBlobMaxDims)
+    return std::nullopt;
+  const OneBlobOp* op = oneblob->op_without_padding(input);
+  // Two windows of nonzero features a position from 8 bins on (encode_chunks_together's argument).
+  if (!op || op->n_bins < 8 || op->n_bins % 8 != 0) return std::nullopt;
+  fused::OneBlobInput in;
+  in.x = input.ptr<float>();
+  in.ldx = input.strides[0];
+  in.dims = oneblob->input_width();
+  in.n_bins = op->n_bins;
+  in.inv_bins = op->inv_bins;
+  return in;
+}
+
 std::unique_ptr<GpuEncoding> make_oneblob_encoding(const OneBlobSpec& spec, uint32_t n_dims) {
-  const bool power_of_two = spec.n_bins > 0 && (spec.n_bins & (spec.n_bins - 1)) == 0;
-  const OneBlobOp op{spec.n_bins, power_of_two ? 1.0f / static_cast<float>(spec.n_bins) : 0.0f};
+  const OneBlobOp op{spec.n_bins, oneblob_inv_bins(spec.n_bins)};
   return std::make_unique<RowwiseGpuEncoding<OneBlobOp>>("OneBlob", op, n_dims, 1, spec.n_bins, false,
                                                          json{{"otype", "OneBlob"}, {"n_bins", spec.n_bins}});
 }

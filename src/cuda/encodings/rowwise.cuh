@@ -210,6 +210,14 @@ class RowwiseGpuEncoding final : public ParameterFreeEncoding<GpuEncoding> {
     encode(input, output);
   }
 
+  // For a network that runs this encoding inside its own inference kernel: the op, with `input`
+  // checked as inference() checks it, where the features have no padding; null otherwise.
+  const Op* op_without_padding(const TensorView& input) const {
+    if (padding() != 0 || n_groups_ == 0) return nullptr;
+    check_input(input);
+    return &op_;
+  }
+
   std::unique_ptr<Context> forward(const TensorView& input, const TensorView* output, bool, bool) override {
     check_input(input);
     if (output) encode(input, *output);

@@ -1,7 +1,9 @@
 // FullyFusedMLP on CUDA: the Network around the fused kernels (launch.h states their semantics;
 // plan.h chooses which kernel runs each pass, and this class asks it once per batch and layout).
 //
-//   inference()  one kernel: input -> output, nothing else touches memory.
+//   inference()  one kernel: input -> output, nothing else touches memory. Behind OneBlob
+//                (NetworkWithInputEncoding) the kernel makes OneBlob's features itself where the
+//                planner has it (inference_through): positions -> output, no feature matrix.
 //   forward()    one kernel, also writing what backward() needs into the context: every hidden
 //                layer's y (the next layer's input) and z where act' cannot be read from y
 //                (hidden activations other than None / ReLU / LeakyReLU; the output layer's z
@@ -30,6 +32,7 @@
 #include "core/mlp_base.h"
 #include "core/network_with_input_encoding.h"
 #include "cuda/common.cuh"
+#include "cuda/encodings/basic.h"
 #include "cuda/gpu_mlp.h"
 #include "cuda/staging.h"
 #include "cuda/fused/launch.h"
@@ -51,7 +54,7 @@ struct FusedContext final : Context {
 };
 
 template <typename T>
-class FullyFusedMlp final : public GpuMlp<T> {
+class FullyFusedMlp final : public GpuMlp<T>, public FusesEncodingInference {
   using Base = GpuMlp<T>;
   using Base::gradients_, Base::inference_params_, Base::layers_, Base::n_params_, Base::params_, Base::spec_;
   using Base::check_io, Base::input_width, Base::n_hidden_layers, Base::name, Base::padded_output_width, Base::width;
@@ -72,6 +75,39 @@ class FullyFusedMlp final : public GpuMlp<T> {
   void inference(const TensorView& input, const TensorView& output) override {
     check_io(input, &output);
     run_forward(fused::FusedPass::Inference, input, inference_params_, nullptr, &output);
+  }
+
+  // OneBlob's features made inside the network's kernel (fused/oneblob_input.h) where `encoding`
+  // is a OneBlob the kernel reads and the planner has the kernel (FusedPass::EncodedInference).
+  bool inference_through(const Encoding& encoding, const TensorView& input, const TensorView& output) override {
+    if constexpr (!std::is_same_v<T, __half>) {
+      return false;
+    } else {
+      const std::optional<fused::OneBlobInput> oneblob = fused_oneblob_input(encoding, input);
+      if (!oneblob || oneblob->dims * oneblob->n_bins != spec_.input_width) return false;
+      const int64_t batch = input.rows();
+      check_matrix(output, "output", batch, padded_output_width(), this->output_dtype(), this->device());
+      check_rows_dense(output, "output");
+      if (!this->params_) throw Error(name() + ": no parameters set; call set_params() (or use a Trainer) first");
+      if (batch == 0) return true;
+      fused::CallLayout layout;
+      layout.ld_in = oneblob->ldx;
+      layout.ld_out = rows_aligned16(output) ? output.strides[0] : output.cols();  // as stage() leaves it
+      layout.weights_aligned = aligned16(inference_params_);
+      const fused::FusedPlan& plan = plan_of(fused::FusedPass::EncodedInference, batch, layout);
+      if (plan.kernel == fused::FusedKernel::None) return false;  // nothing launched: the two kernels
+      const gpuStream_t s = stream_of(input);
+      const Staged out = stage(output, false, s);
+      fused::ForwardArgs a;
+      a.batch = batch;
+      a.weights = inference_params_;
+      a.output = out.data;
+      a.ld_out = out.ld;
+      a.oneblob = *oneblob;
+      fused::launch_plan(plan, a, nullptr, s);
+      unstage(out, output, s);
+      return true;
+    }
   }
 
   std::unique_ptr<Context> forward(const TensorView& input, const TensorView* output, bool use_inference_params,

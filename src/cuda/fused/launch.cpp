@@ -58,6 +58,7 @@ bool backward_ready(const BackwardArgs& a) {
 void launch_plan(const FusedPlan& plan, const ForwardArgs& a, float* partial, gpuStream_t stream) {
   if (plan.blocks == 0) return;  // an empty batch
   if (plan.kernel != FusedKernel::General && !forward_ready(a)) wrong_arguments(plan, "unaligned rows");
+  if ((plan.kernel == FusedKernel::WgmmaOneBlob) != (a.oneblob.x != nullptr)) wrong_arguments(plan, "the wrong input");
   LaunchParams p = plan.params;  // the kernels take their parameters by value: copies they may point at
   ForwardArgs args = a;
   switch (plan.kernel) {
@@ -74,7 +75,8 @@ void launch_plan(const FusedPlan& plan, const ForwardArgs& a, float* partial, gp
       void* params[] = {&p.shape, &args, &p.weight_bytes, &p.n_tiles, &partial};
       return launch(plan, params, stream);
     }
-    case FusedKernel::Wgmma: {
+    case FusedKernel::Wgmma:
+    case FusedKernel::WgmmaOneBlob: {
       void* params[] = {&p.shape, &args, &p.wgmma};
       return launch(plan, params, stream);
     }

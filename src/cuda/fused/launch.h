@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <string>
 
+#include "cuda/fused/oneblob_input.h"
 #include "cuda/gpu_runtime.h"
 #include "tinyfuse/activation.h"
 #include "tinyfuse/common.h"
@@ -70,6 +71,9 @@ struct ForwardArgs {
   // here when set: an encoding before the network takes its gradients from it.
   void* dL_dinput = nullptr;
   int64_t ld_din = 0;
+  // Inference behind OneBlob (FusedKernel::WgmmaOneBlob): layer 0's input is OneBlob's features of
+  // these positions, made in the kernel; `input` is then unused.
+  OneBlobInput oneblob;
 };
 
 struct BackwardArgs {

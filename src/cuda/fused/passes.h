@@ -14,8 +14,9 @@ enum class FusedPass : uint8_t {
   BackwardWeightGrads,  // parameter gradients (no dL/dinput) with the weight gradients formed inside
   TrainStep,            // forward, loss, backward and weight gradients in one kernel
   SecondOrder,          // backward_backward_input: the second derivatives
+  EncodedInference,     // inference from an encoding's input, its features made inside (OneBlob's positions)
 };
-constexpr int kFusedPasses = 7;
+constexpr int kFusedPasses = 8;
 
 enum class FusedKernel : uint8_t {
   None,                  // no kernel takes the pass as one: the network runs it as several
@@ -27,6 +28,7 @@ enum class FusedKernel : uint8_t {
   Wgmma,                 // hopper/: warpgroup inference, rows copied by the warps
   WgmmaTma,              // hopper/: warpgroup inference, whole tiles moved by TMA
   GeneralSecondOrder,    // general/: fused_second_order_kernel, then the weight-gradient kernels
+  WgmmaOneBlob,          // hopper/: warpgroup inference making OneBlob's features from positions
 };
 const char* to_string(FusedKernel kernel);
 const char* to_string(FusedPass pass);

@@ -19,6 +19,7 @@ const char* to_string(FusedKernel kernel) {
     case FusedKernel::PipelinedTrainStep: return "pipelined (one-kernel training step)";
     case FusedKernel::Wgmma: return "hopper wgmma";
     case FusedKernel::WgmmaTma: return "hopper wgmma (TMA)";
+    case FusedKernel::WgmmaOneBlob: return "hopper wgmma (OneBlob inside)";
     case FusedKernel::GeneralSecondOrder: return "general (second order)";
   }
   return "?";
@@ -33,6 +34,7 @@ const char* to_string(FusedPass pass) {
     case FusedPass::BackwardWeightGrads: return "backward with weight gradients";
     case FusedPass::TrainStep: return "training step";
     case FusedPass::SecondOrder: return "second derivatives";
+    case FusedPass::EncodedInference: return "inference behind OneBlob";
   }
   return "?";
 }
@@ -86,6 +88,10 @@ FusedPlan plan_pass(const PlanInputs& in) {
     case FusedPass::SecondOrder:
       // A general-family kernel (mma.sync, sm_75+): TINYFUSE_FUSED_KERNELS=general keeps it.
       if (o.fused_second_order) return plan_general_second_order(in);
+      return p;
+    case FusedPass::EncodedInference:
+      // From OneBlob's positions: the one kernel, or none (OneBlob's kernel, then an Inference plan).
+      if (pipelined && o.hopper && o.encoding_inference) return plan_hopper_oneblob_inference(in);
       return p;
   }
   return p;

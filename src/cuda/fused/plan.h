@@ -13,7 +13,8 @@
 //                L2, RelativeL2 or L1 loss folded in), the backward that forms the weight gradients
 //                itself, and the whole training pass in one kernel.
 //   hopper/      inference on warpgroup products (wgmma, sm_90a), whole tiles moved by the copy
-//                engine (TMA) for the square 64-wide ReLU network.
+//                engine (TMA) for the square 64-wide ReLU network; behind OneBlob, the features
+//                made in shared memory from the positions.
 //   weight_grad/ the split-K weight-gradient kernels after a backward that writes dZ.
 #pragma once
 
@@ -95,6 +96,7 @@ FusedPlan plan_pipelined_backward(const PlanInputs& in);      // Backward
 FusedPlan plan_pipelined_weight_grads(const PlanInputs& in);  // BackwardWeightGrads
 FusedPlan plan_pipelined_train_step(const PlanInputs& in);    // TrainStep
 FusedPlan plan_hopper_inference(const PlanInputs& in);        // Inference
+FusedPlan plan_hopper_oneblob_inference(const PlanInputs& in);  // EncodedInference
 
 // Launches a plan (launch.cpp). partial: the FP32 weight-gradient partials of the kernels that form
 // them (PipelinedWeightGrads, PipelinedTrainStep), else null. Nothing here synchronises the host.

@@ -46,13 +46,16 @@ FusedPlan plan_persistent(FusedKernel kind, const void* kernel, int groups, size
   return p;
 }
 
-// A launch of the row-copying kernel with `groups` warpgroups a block and STAGES input tiles a
-// warp; none where the block does not fit the device.
-template <typename T, int WIDTH, int STAGES, Epilogue HIDDEN, Epilogue OUT, bool SQUARE>
+// A launch of the row-copying kernel (or, ONEBLOB, the one making OneBlob's features) with
+// `groups` warpgroups a block and STAGES input tiles a warp; none where the block does not fit
+// the device.
+template <typename T, int WIDTH, int STAGES, Epilogue HIDDEN, Epilogue OUT, bool SQUARE, bool ONEBLOB = false>
 FusedPlan plan_rows_launch(const PlanInputs& in, const wgmma::Plan& wp, int groups) {
-  const void* kernel = reinterpret_cast<const void*>(wgmma::inference_kernel<T, WIDTH, STAGES, HIDDEN, OUT, SQUARE>);
+  const void* kernel =
+      reinterpret_cast<const void*>(wgmma::inference_kernel<T, WIDTH, STAGES, HIDDEN, OUT, SQUARE, ONEBLOB>);
   const size_t smem = wgmma::launch_smem_bytes(wp, groups, STAGES, in.shape.out_width, static_cast<int>(sizeof(T)));
-  FusedPlan p = plan_persistent(FusedKernel::Wgmma, kernel, groups, smem, wp.n_tiles, in);
+  FusedPlan p = plan_persistent(ONEBLOB ? FusedKernel::WgmmaOneBlob : FusedKernel::Wgmma, kernel, groups, smem,
+                                wp.n_tiles, in);
   p.params.wgmma = wp;
   return p;
 }
@@ -135,16 +138,50 @@ FusedPlan plan_typed(const PlanInputs& in) {
   return {};  // 16 and 32 wide: not measured against the mma.sync kernel, which keeps them
 }
 
+// Behind OneBlob: one stage a warp, which the features are made in (the output through a stage of
+// its own), and as many warpgroups a block as fit up to the preferred number.
+template <int WIDTH, Epilogue HIDDEN, Epilogue OUT>
+FusedPlan plan_oneblob_kernel(const PlanInputs& in) {
+  const wgmma::Plan wp = wgmma::make_plan(WIDTH, in.shape, in.layout.ld_in, in.layout.ld_out, in.batch, 2);
+  for (int groups = preferred_groups(WIDTH); groups >= 1; --groups) {
+    const FusedPlan p = plan_rows_launch<__half, WIDTH, 1, HIDDEN, OUT, false, true>(in, wp, groups);
+    if (p.kernel != FusedKernel::None) return p;
+  }
+  return {};  // too deep for shared memory: OneBlob's kernel, then the network
+}
+
+// The epilogues as plan_width chooses them.
+template <int WIDTH>
+FusedPlan plan_oneblob_width(const PlanInputs& in) {
+  const bool relu = in.shape.act == Activation::ReLU, identity_out = in.shape.out_act == Activation::None;
+  if (relu && identity_out) return plan_oneblob_kernel<WIDTH, Epilogue::Relu, Epilogue::Identity>(in);
+  if (relu) return plan_oneblob_kernel<WIDTH, Epilogue::Relu, Epilogue::Generic>(in);
+  return plan_oneblob_kernel<WIDTH, Epilogue::Generic, Epilogue::Generic>(in);
+}
+
+// What every Hopper inference kernel needs of a call: rows of whole 16-byte chunks that its
+// stages hold, strides its 32-bit offsets within a warp's 16 rows reach (wgmma::Plan), and a
+// device of compute capability 9.0 (sm_90a code runs there only).
+bool hopper_call_possible(const PlanInputs& in) {
+  if (in.batch <= 0) return false;
+  if (in.shape.in_width > kPipelinedMaxIoWidth || in.shape.out_width > kPipelinedMaxIoWidth) return false;
+  if (in.shape.in_width % 8 != 0 || in.shape.out_width % 8 != 0) return false;
+  constexpr int64_t kMaxLd = int64_t{1} << 26;
+  if (in.layout.ld_in <= 0 || in.layout.ld_in >= kMaxLd || in.layout.ld_out <= 0 || in.layout.ld_out >= kMaxLd) return false;
+  return in.device->major == 9 && in.device->minor == 0;
+}
+
 }  // namespace
 
+FusedPlan plan_hopper_oneblob_inference(const PlanInputs& in) {
+  if (in.dtype != DType::F16 || !hopper_call_possible(in)) return {};  // OneBlob writes FP16 features only
+  if (in.shape.width == 64) return plan_oneblob_width<64>(in);
+  if (in.shape.width == 128) return plan_oneblob_width<128>(in);
+  return {};
+}
+
 FusedPlan plan_hopper_inference(const PlanInputs& in) {
-  if (in.batch <= 0) return {};
-  if (in.shape.in_width > kPipelinedMaxIoWidth || in.shape.out_width > kPipelinedMaxIoWidth) return {};
-  if (in.shape.in_width % 8 != 0 || in.shape.out_width % 8 != 0) return {};  // whole 16-byte chunks per row
-  // The kernel offsets within a warp's 16 rows in 32 bits (wgmma::Plan).
-  constexpr int64_t kMaxLd = int64_t{1} << 26;
-  if (in.layout.ld_in <= 0 || in.layout.ld_in >= kMaxLd || in.layout.ld_out <= 0 || in.layout.ld_out >= kMaxLd) return {};
-  if (in.device->major != 9 || in.device->minor != 0) return {};  // sm_90a code runs on compute capability 9.0 only
+  if (!hopper_call_possible(in)) return {};
   if (in.dtype == DType::F16) return plan_typed<__half>(in);
   if (in.dtype == DType::BF16) return plan_typed<__nv_bfloat16>(in);
   return {};
@@ -155,6 +192,7 @@ bool hopper_kernels_built() { return true; }
 #else
 
 FusedPlan plan_hopper_inference(const PlanInputs&) { return {}; }
+FusedPlan plan_hopper_oneblob_inference(const PlanInputs&) { return {}; }
 bool hopper_kernels_built() { return false; }
 
 #endif

@@ -16,7 +16,9 @@
 //    warps never wait for each other except inside wgmma (warpgroup-wide by definition). Where
 //    two stages leave room for fewer warpgroups (deep 128-wide networks), one stage: the next
 //    tile's rows are asked for once layer 0 has read this one's, and the output goes through a
-//    stage of its own, as wide as the output.
+//    stage of its own, as wide as the output. Behind OneBlob (ONEBLOB) no rows are copied: each
+//    warp makes its rows' features in its one stage from their positions (oneblob_stage.cuh),
+//    reading the next tile's positions once layer 0 has read the stage.
 // A layer is one batch of wgmma then a wait; the block's other warpgroups keep the tensor cores
 // busy meanwhile. Same rounding points as every fused kernel (epilogue.cuh), and the tensor
 // cores sum a 16-deep product as they do for mma.sync: the results are the mma.sync kernels'
@@ -28,8 +30,10 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda/fused/epilogue.cuh"
+#include "cuda/fused/hopper/oneblob_stage.cuh"
 #include "cuda/fused/kernel_common.cuh"
 #include "cuda/fused/launch_params.h"
 #include "cuda/primitives/wgmma.cuh"
@@ -401,8 +405,10 @@ enum Mark : int {
 // so those widths, the stage pitch and the row walks are compile-time constants and the paths for
 // other widths are not in the kernel (less code to fetch, fewer instructions per call: what small
 // batches wait for).
-template <typename T, int WIDTH, int STAGES, Epilogue HIDDEN, Epilogue OUT, bool SQUARE>
+template <typename T, int WIDTH, int STAGES, Epilogue HIDDEN, Epilogue OUT, bool SQUARE, bool ONEBLOB>
 __device__ __forceinline__ void inference_body(const KernelShape& s, const ForwardArgs& args, const Plan& p) {
+  static_assert(!ONEBLOB || (STAGES == 1 && !SQUARE && std::is_same_v<T, __half>),
+                "behind OneBlob: one stage the features are made in, FP16 features");
   constexpr int KS = WIDTH / 16;
   constexpr int kSquarePitch = (WIDTH + kSmemPad) * static_cast<int>(sizeof(T));
   extern __shared__ __align__(1024) unsigned char smem[];
@@ -440,7 +446,14 @@ __device__ __forceinline__ void inference_body(const KernelShape& s, const Forwa
   // One commit group per tile, the weights in the first tile's: the first tile starts when its
   // rows and the weights have landed, with the next STAGES - 1 tiles still in flight. The first
   // rows go first: they come from DRAM, the weights (read by every block) mostly from the L2.
-  if (first < n_tiles) load_tile(stages, first);
+  OneBlobLane ob_lane;
+  float ob_x[2] = {0.0f, 0.0f};  // the lane's positions of the tile it makes features for next
+  if constexpr (ONEBLOB) {
+    ob_lane = oneblob_lane(args.oneblob, lane, pitch);
+    if (first < n_tiles) oneblob_positions(ob_x, args.oneblob, ob_lane, warp_row0(first), batch);
+  } else {
+    if (first < n_tiles) load_tile(stages, first);
+  }
   const uint16_t* weights = static_cast<const uint16_t*>(args.weights);
   const bool aligned = SQUARE || (reinterpret_cast<uintptr_t>(weights) & 15) == 0;
   stage_weights<WIDTH>(w_base, weights, s, in_width, out_width, aligned, p);
@@ -463,8 +476,9 @@ __device__ __forceinline__ void inference_body(const KernelShape& s, const Forwa
     const uint32_t stage = stages + st * stage_bytes;
     const uint32_t out_stage = kOwnOut ? stages + stage_bytes : stage;
     const int64_t row0 = warp_row0(tile);
+    if constexpr (ONEBLOB) oneblob_features(stage, ob_x, args.oneblob, ob_lane);
     px::cp_async_wait<STAGES - 1>();  // this tile's copies (this lane's) have landed
-    __syncwarp();                      // ... and every lane's
+    __syncwarp();                      // ... and every lane's (or its features are in the stage)
     if (n < kMarkTiles) TF_TIMELINE_MARK(kMarkTile + 3 * n);
 
     {
@@ -474,8 +488,12 @@ __device__ __forceinline__ void inference_body(const KernelShape& s, const Forwa
       if constexpr (kOwnOut) {
         __syncwarp();  // every lane's reads of the input in this stage are done before the next tile's land
         const int64_t next = tile + STAGES * step;
-        if (next < n_tiles) load_tile(stage, next);
-        px::cp_async_commit();
+        if constexpr (ONEBLOB) {
+          if (next < n_tiles) oneblob_positions(ob_x, args.oneblob, ob_lane, warp_row0(next), batch);
+        } else {
+          if (next < n_tiles) load_tile(stage, next);
+          px::cp_async_commit();
+        }
       }
       const uint32_t w = hidden_layers<T, WIDTH, HIDDEN>(a, d, w_base + p.first_layer_bytes, s);
       if constexpr (!kOwnOut) __syncwarp();  // every lane's reads of the input are done before the output overwrites it
@@ -504,11 +522,11 @@ __device__ __forceinline__ void inference_body(const KernelShape& s, const Forwa
 // Register budgets: two blocks of two warpgroups per SM at 64 wide (128 registers; the square
 // kernel takes 134 unbounded, the others 105-113; capping for three blocks, 80, spills), one
 // block of three at 128 wide.
-template <typename T, int WIDTH, int STAGES, Epilogue HIDDEN, Epilogue OUT, bool SQUARE>
+template <typename T, int WIDTH, int STAGES, Epilogue HIDDEN, Epilogue OUT, bool SQUARE, bool ONEBLOB = false>
 __global__ void __launch_bounds__(max_groups(WIDTH) * kGroupThreads, min_blocks_per_sm(WIDTH))
     inference_kernel(KernelShape s, ForwardArgs args, Plan p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  inference_body<T, WIDTH, STAGES, HIDDEN, OUT, SQUARE>(s, args, p);
+  inference_body<T, WIDTH, STAGES, HIDDEN, OUT, SQUARE, ONEBLOB>(s, args, p);
 #else
   __trap();  // built for sm_90a only; hopper/inference.cu launches it on compute capability 9.0 only
 #endif
