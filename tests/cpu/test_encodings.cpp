@@ -373,6 +373,46 @@ TEST(OneBlobEncoding, CpuFeaturesAreBitwiseTheScalarDefinition) {
   }
 }
 
+// The windows the fused OneBlob inference kernel evaluates (fused/hopper/oneblob_stage.cuh): for
+// x in [0, 1] and 8 or more bins, each window's eight boundaries through oneblob_window_cdf (one
+// quartic term) have oneblob_wrapped_cdf's bits (three terms), and every feature outside the two
+// windows is exactly +0 in the scalar definition, so zeros plus the windows' features are the
+// features. Bin counts powers of two and not (boundaries by multiplication and by division).
+TEST(OneBlobEncoding, FusedWindowsAreTheWrappedCdfBitForBit) {
+  Pcg32 rng(29);
+  for (const uint32_t bins : {8u, 16u, 24u, 40u, 64u, 128u, 256u}) {
+    SCOPED_TRACE(std::to_string(bins) + " bins");
+    const float n = static_cast<float>(bins), inv = oneblob_inv_bins(bins);
+    EXPECT_EQ(inv != 0.0f, (bins & (bins - 1)) == 0);
+    std::vector<float> xs = {0.0f, 1.0f, 0.5f, std::nextafter(0.5f, 0.0f), 1e-7f, 1.0f - 6e-8f};
+    for (uint32_t k = 0; k <= bins; ++k)
+      for (float d : {0.0f, 1e-6f, -1e-6f, 0.5f / n})
+        if (k / n + d >= 0.0f && k / n + d <= 1.0f) xs.push_back(k / n + d);
+    for (int i = 0; i < 2000; ++i) xs.push_back(rng.uniform(0.0f, 1.0f));
+    for (const float x : xs) {
+      std::vector<bool> in_window(bins, false);
+      for (int w = 0; w < 2; ++w) {
+        const int copy = w == 0 ? 0 : (x < 0.5f ? 1 : -1);
+        const float centre = (w == 0 ? x : (x < 0.5f ? x + 1.0f : x - 1.0f)) * n;
+        const int first = static_cast<int>(std::floor(centre)) - 3;
+        for (int k = first; k <= first + 7; ++k) {
+          const float want = oneblob_wrapped_cdf(oneblob_boundary(k, n, inv), x, n);
+          const float got = oneblob_window_cdf(k, x, n, inv, copy);
+          ASSERT_EQ(0, std::memcmp(&want, &got, sizeof(float))) << "x " << x << " boundary " << k << " copy " << copy;
+          if (k < first + 7 && k >= 0 && k < static_cast<int>(bins)) in_window[static_cast<size_t>(k)] = true;
+        }
+      }
+      std::vector<float> features(bins);
+      oneblob_encode(bins, x, features.data());
+      for (uint32_t k = 0; k < bins; ++k)
+        if (!in_window[k]) {
+          ASSERT_EQ(features[k], 0.0f) << "x " << x << " bin " << k;
+          ASSERT_FALSE(std::signbit(features[k])) << "x " << x << " bin " << k;
+        }
+    }
+  }
+}
+
 // The FP32 Frequency encoder's own vectorised sin and cos (cpu/encodings/frequency.cpp): within a
 // few ulp of FP64 for inputs whose phases it reduces, the library's sin and cos beyond them, NaN
 // for NaN and Inf; its input gradient likewise.

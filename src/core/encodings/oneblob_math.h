@@ -65,6 +65,19 @@ TF_HOST_DEVICE inline T oneblob_wrapped_pdf(T b, T x, T inv_radius) {
   return quartic_pdf(t - T(1), inv_radius) + quartic_pdf(t, inv_radius) + quartic_pdf(t + T(1), inv_radius);
 }
 
+// oneblob_wrapped_cdf(oneblob_boundary(k, n, inv_bins), x, n) for a boundary k within four bins of
+// copy c of the kernel (c = 0: the kernel at x; +1: at x + 1; -1: at x - 1), x in [0, 1], n >= 8:
+// there the other two copies' terms are exactly 0 or 1 (their |u| >= n - 4 >= 4, where the
+// quartic's CDF is clamped), so only copy c's is evaluated and the three are added in
+// oneblob_wrapped_cdf's order: its bits with a third of its work (the fused OneBlob inference
+// kernel's windows; tests/cpu/test_encodings.cpp checks the claim).
+TF_HOST_DEVICE inline float oneblob_window_cdf(int k, float x, float n, float inv_bins, int c) {
+  const float t = oneblob_boundary(k, n, inv_bins) - x;
+  if (c == 0) return (0.0f + quartic_cdf(t, n)) + 1.0f;
+  if (c > 0) return (quartic_cdf(t - 1.0f, n) + 1.0f) + 1.0f;
+  return (0.0f + 0.0f) + quartic_cdf(t + 1.0f, n);
+}
+
 // Features [k0, k0 + kCount) of x into out (a fixed count, so that out stays in registers) with
 // oneblob_encode's expressions (its first boundary is the one the whole loop reaches it with,
 // T(k0) / n); those past n_bins are computed and meaningless.

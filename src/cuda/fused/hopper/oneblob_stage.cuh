@@ -53,18 +53,6 @@ __device__ __forceinline__ void oneblob_positions(float (&x)[2], const OneBlobIn
     if (q < l.count) x[q] = row0 + l.row[q] < batch ? __ldcs(base + l.at[q]) : 0.0f;
 }
 
-// oneblob_wrapped_cdf at boundary k within four bins of copy c of the kernel (c = 0: the kernel at
-// x; +1: at x + 1; -1: at x - 1), n >= 8: there the other two copies' terms are exactly 0 or 1
-// (their |u| >= n - 4 >= 4, where the quartic's CDF is clamped), so only copy c's is evaluated
-// and the three are added in oneblob_wrapped_cdf's order ((c-1 + c) + c+1): its bits, with a
-// third of its work.
-__device__ __forceinline__ float window_cdf(int k, float x, float n, float inv_bins, int c) {
-  const float t = oneblob_boundary(k, n, inv_bins) - x;
-  if (c == 0) return (0.0f + quartic_cdf(t, n)) + 1.0f;
-  if (c > 0) return (quartic_cdf(t - 1.0f, n) + 1.0f) + 1.0f;
-  return (0.0f + 0.0f) + quartic_cdf(t + 1.0f, n);
-}
-
 __device__ __forceinline__ uint32_t half2_bits(float a, float b) {
   const __half2 h = __floats2half2_rn(a, b);
   return *reinterpret_cast<const uint32_t*>(&h);
@@ -91,11 +79,11 @@ __device__ __forceinline__ void oneblob_features(uint32_t stage, const float (&x
         const int copy = w == 0 ? 0 : (v < 0.5f ? 1 : -1);
         const float centre = (w == 0 ? v : (v < 0.5f ? v + 1.0f : v - 1.0f)) * n;
         const int first = static_cast<int>(floorf(centre)) - 3;
-        float left = window_cdf(first, v, n, ob.inv_bins, copy);
+        float left = oneblob_window_cdf(first, v, n, ob.inv_bins, copy);
 #pragma unroll
         for (int i = 0; i < 7; ++i) {
           const int k = first + i;
-          const float right = window_cdf(k + 1, v, n, ob.inv_bins, copy);
+          const float right = oneblob_window_cdf(k + 1, v, n, ob.inv_bins, copy);
           if (k >= 0 && k < n_bins) {
             const __half h = __float2half_rn(right - left);
             asm volatile("st.shared.b16 [%0], %1;\n" ::"r"(at + 2u * static_cast<uint32_t>(k)),
