@@ -377,7 +377,8 @@ TEST(OneBlobEncoding, CpuFeaturesAreBitwiseTheScalarDefinition) {
 // x in [0, 1] and 8 or more bins, each window's eight boundaries through oneblob_window_cdf (one
 // quartic term) have oneblob_wrapped_cdf's bits (three terms), and every feature outside the two
 // windows is exactly +0 in the scalar definition, so zeros plus the windows' features are the
-// features. Bin counts powers of two and not (boundaries by multiplication and by division).
+// features. Bin counts powers of two (the config's rule: boundaries by multiplication) and not
+// (oneblob_boundary's division, for completeness).
 TEST(OneBlobEncoding, FusedWindowsAreTheWrappedCdfBitForBit) {
   Pcg32 rng(29);
   for (const uint32_t bins : {8u, 16u, 24u, 40u, 64u, 128u, 256u}) {

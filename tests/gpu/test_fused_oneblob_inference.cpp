@@ -3,7 +3,8 @@
 // against the two kernels it replaces (OneBlob's kernel writes the features, the network reads
 // them), bit for bit, and against the CPU FP64 model within FP16 rounding. Every case: fresh
 // random parameters and positions, the domain's ends, bin boundaries, positions outside [0, 1]
-// and NaN among them, outputs poisoned (NaN) first, batches that end mid-tile, a strided input.
+// and NaN among them (those rows against the two kernels only), outputs poisoned (NaN) first,
+// batches that end mid-tile, a strided input.
 // Then what keeps the two kernels (the option off, padding, too few bins, too many inputs) and bad
 // input. Runs on the device machine; skips without a GPU, and without a compute capability 9.0
 // device or sm_90a code in the build.
@@ -46,8 +47,8 @@ std::vector<OneBlobCase> cases() {
       {"W2", 2, 64, fully_fused(128, 5), 3},
       // 64 wide; 32 bins (OneBlob's own kernel evaluates each chunk in full below 57 bins).
       {"Bins32Width64", 2, 32, fully_fused(64, 2), 3},
-      // 24 bins: boundaries by division (not a power of two); 48 features, under the width.
-      {"Bins24Division", 2, 24, fully_fused(64, 3), 4},
+      // Three inputs of 16 bins: 48 features, under the width (layer 0 in 16-column steps).
+      {"ThreeInputs48", 3, 16, fully_fused(64, 3), 4},
       // 128 bins of one input; an output activation (the run-time output epilogue).
       {"Bins128Sigmoid", 1, 128, fully_fused(128, 2, "ReLU", "Sigmoid"), 3},
       // Four inputs (two positions a lane), Tanh hidden layers; outputs wider than 16.
@@ -187,10 +188,9 @@ TEST_P(FusedOneBlobInference, EqualsOneBlobThenTheNetworkAndTheCpu) {
         for (uint32_t d = 0; d < c.dims; ++d) nan_row = nan_row || std::isnan(x[r * c.dims + d]);
         for (uint32_t j = 0; j < c.n_out; ++j) {
           const double gv = got[r * out_w + j], rv = ref[r * out_w + j];
-          if (nan_row) {
-            EXPECT_TRUE(std::isnan(gv)) << "row " << r << " has a NaN position";
-            continue;
-          }
+          // A NaN position's features are NaN; what the network makes of them (ReLU takes NaN
+          // to 0 on the GPU) is the two-kernel path's, checked above, not the CPU model's.
+          if (nan_row) continue;
           ASSERT_TRUE(std::isfinite(gv)) << "row " << r << " column " << j;
           num += (gv - rv) * (gv - rv);
           den += rv * rv;
