@@ -71,11 +71,14 @@ TF_HOST_DEVICE inline T oneblob_wrapped_pdf(T b, T x, T inv_radius) {
 // quartic's CDF is clamped), so only copy c's is evaluated and the three are added in
 // oneblob_wrapped_cdf's order: its bits with a third of its work (the fused OneBlob inference
 // kernel's windows; tests/cpu/test_encodings.cpp checks the claim).
+// Without branches (c may differ between the lanes of a warp): t + (-c) is t - c exactly.
 TF_HOST_DEVICE inline float oneblob_window_cdf(int k, float x, float n, float inv_bins, int c) {
   const float t = oneblob_boundary(k, n, inv_bins) - x;
-  if (c == 0) return (0.0f + quartic_cdf(t, n)) + 1.0f;
-  if (c > 0) return (quartic_cdf(t - 1.0f, n) + 1.0f) + 1.0f;
-  return (0.0f + 0.0f) + quartic_cdf(t + 1.0f, n);
+  const float q = quartic_cdf(t + static_cast<float>(-c), n);
+  const float t1 = c > 0 ? q : 0.0f;                      // copy at x + 1: quartic_cdf(t - 1)
+  const float t2 = c == 0 ? q : (c > 0 ? 1.0f : 0.0f);    // the kernel at x: quartic_cdf(t)
+  const float t3 = c < 0 ? q : 1.0f;                      // copy at x - 1: quartic_cdf(t + 1)
+  return (t1 + t2) + t3;
 }
 
 // Features [k0, k0 + kCount) of x into out (a fixed count, so that out stays in registers) with

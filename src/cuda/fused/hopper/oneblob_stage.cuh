@@ -58,13 +58,14 @@ __device__ __forceinline__ uint32_t half2_bits(float a, float b) {
   return *reinterpret_cast<const uint32_t*>(&h);
 }
 
-// The lane's positions' features into the stage at `stage`. In [0, 1] only two windows of seven
-// bins can differ from 0 (oneblob.cu's encode_chunks_together says why): the bins are zeroed,
-// then each window's eight boundaries evaluated (window_cdf) and its features stored where inside
-// [0, n_bins).
-// Elsewhere (outside [0, 1], NaN) every chunk as encode_chunk computes it.
-__device__ __forceinline__ void oneblob_features(uint32_t stage, const float (&x)[2], const OneBlobInput& ob,
-                                                 const OneBlobLane& l) {
+// Part `part` of the lane's positions' features into the stage at `stage`, parts in order 0, 1, 2
+// (the kernel spreads them over the hidden layers' products). In [0, 1] only two windows of
+// seven bins can differ from 0 (oneblob.cu's encode_chunks_together says why): part 0 zeroes the
+// bins, parts 1 and 2 evaluate window 0 (the kernel at x) and window 1 (its copy nearer the
+// domain), eight boundaries each (oneblob_window_cdf), storing the features inside [0, n_bins).
+// Elsewhere (outside [0, 1], NaN) part 0 writes every chunk as encode_chunk computes it.
+__device__ __forceinline__ void oneblob_part(uint32_t stage, const float (&x)[2], const OneBlobInput& ob,
+                                             const OneBlobLane& l, int part) {
   const int n_bins = static_cast<int>(ob.n_bins);
   const float n = static_cast<float>(n_bins);
 #pragma unroll
@@ -72,36 +73,38 @@ __device__ __forceinline__ void oneblob_features(uint32_t stage, const float (&x
     if (q >= l.count) break;
     const uint32_t at = stage + l.to[q];
     const float v = x[q];
-    if (v >= 0.0f && v <= 1.0f) {
-      for (int c = 0; c < n_bins / 8; ++c) px::st_shared_16(at + 16u * c, make_uint4(0, 0, 0, 0));
-#pragma unroll
-      for (int w = 0; w < 2; ++w) {
-        const int copy = w == 0 ? 0 : (v < 0.5f ? 1 : -1);
-        const float centre = (w == 0 ? v : (v < 0.5f ? v + 1.0f : v - 1.0f)) * n;
-        const int first = static_cast<int>(floorf(centre)) - 3;
-        float left = oneblob_window_cdf(first, v, n, ob.inv_bins, copy);
-#pragma unroll
-        for (int i = 0; i < 7; ++i) {
-          const int k = first + i;
-          const float right = oneblob_window_cdf(k + 1, v, n, ob.inv_bins, copy);
-          if (k >= 0 && k < n_bins) {
-            const __half h = __float2half_rn(right - left);
-            asm volatile("st.shared.b16 [%0], %1;\n" ::"r"(at + 2u * static_cast<uint32_t>(k)),
-                         "h"(*reinterpret_cast<const unsigned short*>(&h))
-                         : "memory");
-          }
-          left = right;
+    const bool inside = v >= 0.0f && v <= 1.0f;
+    if (part == 0) {
+      if (inside) {
+        for (int c = 0; c < n_bins / 8; ++c) px::st_shared_16(at + 16u * c, make_uint4(0, 0, 0, 0));
+      } else {
+        for (int c = 0; c < n_bins / 8; ++c) {
+          float f[8];
+          oneblob_encode_chunk<8>(ob.n_bins, v, static_cast<uint32_t>(8 * c), f);
+          px::st_shared_16(at + 16u * c, make_uint4(half2_bits(f[0], f[1]), half2_bits(f[2], f[3]),
+                                                    half2_bits(f[4], f[5]), half2_bits(f[6], f[7])));
         }
       }
-    } else {
-      for (int c = 0; c < n_bins / 8; ++c) {
-        float f[8];
-        oneblob_encode_chunk<8>(ob.n_bins, v, static_cast<uint32_t>(8 * c), f);
-        px::st_shared_16(at + 16u * c, make_uint4(half2_bits(f[0], f[1]), half2_bits(f[2], f[3]),
-                                                  half2_bits(f[4], f[5]), half2_bits(f[6], f[7])));
+    } else if (inside) {
+      const int copy = part == 1 ? 0 : (v < 0.5f ? 1 : -1);
+      const float centre = (part == 1 ? v : (v < 0.5f ? v + 1.0f : v - 1.0f)) * n;
+      const int first = static_cast<int>(floorf(centre)) - 3;
+      float left = oneblob_window_cdf(first, v, n, ob.inv_bins, copy);
+#pragma unroll
+      for (int i = 0; i < 7; ++i) {
+        const int k = first + i;
+        const float right = oneblob_window_cdf(k + 1, v, n, ob.inv_bins, copy);
+        if (k >= 0 && k < n_bins) {
+          const __half h = __float2half_rn(right - left);
+          asm volatile("st.shared.b16 [%0], %1;\n" ::"r"(at + 2u * static_cast<uint32_t>(k)),
+                       "h"(*reinterpret_cast<const unsigned short*>(&h))
+                       : "memory");
+        }
+        left = right;
       }
     }
   }
 }
+constexpr int kOneBlobParts = 3;
 
 }  // namespace tinyfuse::cuda::fused::wgmma

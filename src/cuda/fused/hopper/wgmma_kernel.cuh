@@ -304,12 +304,18 @@ __device__ __forceinline__ void to_fragments(uint32_t (&a)[N / 16][4], float (&d
 }
 
 // d = x W^T over K = 16 KS inputs, x as A fragments, W (n_out rows) at `w`, output rows n0..n0 + N.
-template <typename T, int N, int KS>
-__device__ __forceinline__ void product(float (&d)[N / 2], const uint32_t (&x)[KS][4], uint32_t w, int n_out, int n0) {
+// `meanwhile` runs while the tensor cores work (it must not touch d or x).
+struct Nothing {
+  __device__ void operator()() const {}
+};
+template <typename T, int N, int KS, typename F = Nothing>
+__device__ __forceinline__ void product(float (&d)[N / 2], const uint32_t (&x)[KS][4], uint32_t w, int n_out, int n0,
+                                        F&& meanwhile = F{}) {
   fence();
 #pragma unroll
   for (int ks = 0; ks < KS; ++ks) wgmma_rs<T, N>(d, x[ks], b_step(w, n_out, n0, ks), ks > 0 ? 1 : 0);
   commit();
+  meanwhile();
   wait_all();
 }
 
@@ -371,13 +377,17 @@ __device__ __forceinline__ void output_layer(const uint32_t (&x)[WIDTH / 16][4],
 
 // The first layer's accumulators `d` finished into `a`, then hidden layers 1 .. n_hidden - 1
 // (WIDTH -> WIDTH, weights from `w` on): `a` ends as the last hidden layer's output, and the
-// result is where the output layer's weights start.
-template <typename T, int WIDTH, Epilogue HIDDEN>
+// result is where the output layer's weights start. meanwhile(l) runs while layer l's products
+// are in flight.
+struct NothingAt {
+  __device__ void operator()(int) const {}
+};
+template <typename T, int WIDTH, Epilogue HIDDEN, typename F = NothingAt>
 __device__ __forceinline__ uint32_t hidden_layers(uint32_t (&a)[WIDTH / 16][4], float (&d)[WIDTH / 2], uint32_t w,
-                                                  const KernelShape& s) {
+                                                  const KernelShape& s, F&& meanwhile = F{}) {
   to_fragments<T, WIDTH, HIDDEN>(a, d, s.act);
   for (int l = 1; l < s.n_hidden; ++l, w += layer_bytes(WIDTH, WIDTH)) {
-    product<T, WIDTH, WIDTH / 16>(d, a, w, WIDTH, 0);
+    product<T, WIDTH, WIDTH / 16>(d, a, w, WIDTH, 0, [&] { meanwhile(l); });
     to_fragments<T, WIDTH, HIDDEN>(a, d, s.act);
   }
   return w;
@@ -470,13 +480,22 @@ __device__ __forceinline__ void inference_body(const KernelShape& s, const Forwa
   fence_proxy_async();
   __syncthreads();
   TF_TIMELINE_MARK(kMarkStaged);
+  if constexpr (ONEBLOB) {  // the first tile's features; the others' are made while a tile runs
+    if (first < n_tiles)
+      for (int part = 0; part < kOneBlobParts; ++part) oneblob_part(stages, ob_x, args.oneblob, ob_lane, part);
+  }
 
   int st = 0, n = 0;
   for (int64_t tile = first; tile < n_tiles; tile += step, ++n) {
     const uint32_t stage = stages + st * stage_bytes;
     const uint32_t out_stage = kOwnOut ? stages + stage_bytes : stage;
     const int64_t row0 = warp_row0(tile);
-    if constexpr (ONEBLOB) oneblob_features(stage, ob_x, args.oneblob, ob_lane);
+    // Behind OneBlob this tile's features are in the stage (made while the last tile's hidden
+    // layers ran); the next tile's positions are asked for now and its features made meanwhile.
+    auto next_tile = [&] { return tile + STAGES * step; };
+    if constexpr (ONEBLOB) {
+      if (next_tile() < n_tiles) oneblob_positions(ob_x, args.oneblob, ob_lane, warp_row0(next_tile()), batch);
+    }
     px::cp_async_wait<STAGES - 1>();  // this tile's copies (this lane's) have landed
     __syncwarp();                      // ... and every lane's (or its features are in the stage)
     if (n < kMarkTiles) TF_TIMELINE_MARK(kMarkTile + 3 * n);
@@ -487,15 +506,20 @@ __device__ __forceinline__ void inference_body(const KernelShape& s, const Forwa
       first_product<T, WIDTH>(d, stage, pitch, in_width, w_base, lane);
       if constexpr (kOwnOut) {
         __syncwarp();  // every lane's reads of the input in this stage are done before the next tile's land
-        const int64_t next = tile + STAGES * step;
-        if constexpr (ONEBLOB) {
-          if (next < n_tiles) oneblob_positions(ob_x, args.oneblob, ob_lane, warp_row0(next), batch);
-        } else {
+        if constexpr (!ONEBLOB) {
+          const int64_t next = next_tile();
           if (next < n_tiles) load_tile(stage, next);
           px::cp_async_commit();
         }
       }
-      const uint32_t w = hidden_layers<T, WIDTH, HIDDEN>(a, d, w_base + p.first_layer_bytes, s);
+      uint32_t w;
+      if constexpr (ONEBLOB) {
+        w = hidden_layers<T, WIDTH, HIDDEN>(a, d, w_base + p.first_layer_bytes, s, [&](int l) {
+          if (l - 1 < kOneBlobParts && next_tile() < n_tiles) oneblob_part(stage, ob_x, args.oneblob, ob_lane, l - 1);
+        });
+      } else {
+        w = hidden_layers<T, WIDTH, HIDDEN>(a, d, w_base + p.first_layer_bytes, s);
+      }
       if constexpr (!kOwnOut) __syncwarp();  // every lane's reads of the input are done before the output overwrites it
       output_layer<T, WIDTH, OUT>(a, d, w, out_width, out_stage, out_pitch, s.out_act, lane);
       __syncwarp();
@@ -509,9 +533,14 @@ __device__ __forceinline__ void inference_body(const KernelShape& s, const Forwa
     if (n < kMarkTiles) TF_TIMELINE_MARK(kMarkTile + 3 * n + 2);
 
     if constexpr (!kOwnOut) {
-      const int64_t next = tile + STAGES * step;
+      const int64_t next = next_tile();
       if (next < n_tiles) load_tile(stage, next);
       px::cp_async_commit();
+    }
+    if constexpr (ONEBLOB) {  // the parts fewer hidden layers left over
+      if (next_tile() < n_tiles)
+        for (int part = s.n_hidden - 1 > 0 ? s.n_hidden - 1 : 0; part < kOneBlobParts; ++part)
+          oneblob_part(stage, ob_x, args.oneblob, ob_lane, part);
     }
     st = st + 1 == STAGES ? 0 : st + 1;
   }
