@@ -41,7 +41,6 @@ TF_HOST_DEVICE inline T quartic_pdf_derivative(T t, T inv_radius) {
   return w > T(0) ? T(-15) / T(4) * u * w * inv_radius * inv_radius : T(0);
 }
 
-// Wrapped CDF at bin boundary b of the kernel centred on x.
 // Bin boundary k, k / n, as the CUDA kernels that evaluate a few boundaries each compute it: where
 // n is a power of two, `inv_bins` is 1 / n (exact) and k * inv_bins is k / n without a division;
 // otherwise inv_bins is 0 and they divide. Both give the same bits.
@@ -53,6 +52,7 @@ inline float oneblob_inv_bins(uint32_t n_bins) {
   return n_bins > 0 && (n_bins & (n_bins - 1)) == 0 ? 1.0f / static_cast<float>(n_bins) : 0.0f;
 }
 
+// Wrapped CDF at bin boundary b of the kernel centred on x.
 template <typename T>
 TF_HOST_DEVICE inline T oneblob_wrapped_cdf(T b, T x, T inv_radius) {
   const T t = b - x;

@@ -39,6 +39,9 @@ __device__ __forceinline__ void st_shared_16(uint32_t address, uint4 v) {
 __device__ __forceinline__ void st_shared_4(uint32_t address, uint32_t v) {
   asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(address), "r"(v) : "memory");
 }
+__device__ __forceinline__ void st_shared_2(uint32_t address, unsigned short v) {
+  asm volatile("st.shared.b16 [%0], %1;\n" ::"r"(address), "h"(v) : "memory");
+}
 __device__ __forceinline__ uint32_t ld_shared_4(uint32_t address) {
   uint32_t v;
   asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(address) : "memory");

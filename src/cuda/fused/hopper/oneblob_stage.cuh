@@ -13,6 +13,7 @@
 #include "core/encodings/oneblob_math.h"
 #include "cuda/fused/oneblob_input.h"
 #include "cuda/primitives/cp_async.cuh"
+#include "cuda/primitives/mma_sync.cuh"
 
 namespace tinyfuse::cuda::fused::wgmma {
 
@@ -53,11 +54,6 @@ __device__ __forceinline__ void oneblob_positions(float (&x)[2], const OneBlobIn
     if (q < l.count) x[q] = row0 + l.row[q] < batch ? __ldcs(base + l.at[q]) : 0.0f;
 }
 
-__device__ __forceinline__ uint32_t half2_bits(float a, float b) {
-  const __half2 h = __floats2half2_rn(a, b);
-  return *reinterpret_cast<const uint32_t*>(&h);
-}
-
 // Part `part` of the lane's positions' features into the stage at `stage`, parts in order 0, 1, 2
 // (the kernel spreads them over the hidden layers' products). In [0, 1] only two windows of
 // seven bins can differ from 0 (oneblob.cu's encode_chunks_together says why): part 0 zeroes the
@@ -81,8 +77,8 @@ __device__ __forceinline__ void oneblob_part(uint32_t stage, const float (&x)[2]
         for (int c = 0; c < n_bins / 8; ++c) {
           float f[8];
           oneblob_encode_chunk<8>(ob.n_bins, v, static_cast<uint32_t>(8 * c), f);
-          px::st_shared_16(at + 16u * c, make_uint4(half2_bits(f[0], f[1]), half2_bits(f[2], f[3]),
-                                                    half2_bits(f[4], f[5]), half2_bits(f[6], f[7])));
+          px::st_shared_16(at + 16u * c, make_uint4(px::pack2<__half>(f[0], f[1]), px::pack2<__half>(f[2], f[3]),
+                                                    px::pack2<__half>(f[4], f[5]), px::pack2<__half>(f[6], f[7])));
         }
       }
     } else if (inside) {
@@ -96,9 +92,7 @@ __device__ __forceinline__ void oneblob_part(uint32_t stage, const float (&x)[2]
         const float right = oneblob_window_cdf(k + 1, v, n, ob.inv_bins, copy);
         if (k >= 0 && k < n_bins) {
           const __half h = __float2half_rn(right - left);
-          asm volatile("st.shared.b16 [%0], %1;\n" ::"r"(at + 2u * static_cast<uint32_t>(k)),
-                       "h"(*reinterpret_cast<const unsigned short*>(&h))
-                       : "memory");
+          px::st_shared_2(at + 2u * static_cast<uint32_t>(k), *reinterpret_cast<const unsigned short*>(&h));
         }
         left = right;
       }
